@@ -1,0 +1,380 @@
+"""The public face of tickwork: the task registry, enqueueing, and operator actions."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
+
+from tickwork.clock import Clock, DatabaseClock
+from tickwork.db import store
+from tickwork.errors import ConfigurationError, InvalidInput, InvalidTransition, JobNotFound
+from tickwork.model import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, Backoff, Job, JobId
+from tickwork.tasks import DeadHook, Registry, Task, TaskFunction, check_job_fields
+
+T = TypeVar("T")
+F = TypeVar("F", bound=TaskFunction)
+
+_UNIQUE_RACE_RETRIES = 5
+
+
+class App:
+    """Tasks plus a database: ``App(database_url)``; the URL defaults to
+    ``$TICKWORK_DATABASE_URL``. Connections are opened on first use."""
+
+    def __init__(self, database_url: str | None = None, *, clock: Clock | None = None) -> None:
+        self._database_url = database_url
+        self.clock: Clock = clock or DatabaseClock()
+        self.registry = Registry()
+        self._pool: ConnectionPool[psycopg.Connection[Any]] | None = None
+        self._async_pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] | None = None
+
+    # --- configuration ---------------------------------------------------------------
+
+    @property
+    def database_url(self) -> str:
+        url = self._database_url or os.environ.get("TICKWORK_DATABASE_URL")
+        if not url:
+            raise ConfigurationError(
+                "no database: pass App(database_url) or set TICKWORK_DATABASE_URL"
+            )
+        return url
+
+    def configure(self, database_url: str) -> None:
+        """Point the app at a database (the worker command does this from its settings)."""
+        self._database_url = database_url
+
+    def task(
+        self,
+        kind: str,
+        *,
+        queue: str = DEFAULT_QUEUE,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        retry: Backoff | None = None,
+        timeout: float | None = None,
+        on_dead: DeadHook | None = None,
+    ) -> Callable[[F], F]:
+        """Register a function (sync or async, taking a :class:`Job`) as task ``kind``."""
+
+        def register(function: F) -> F:
+            self.registry.add(
+                Task(kind, function, queue, max_attempts, retry or Backoff(), timeout, on_dead)
+            )
+            return function
+
+        return register
+
+    # --- connections -------------------------------------------------------------------
+
+    @contextmanager
+    def connection(self) -> Any:
+        """A pooled connection in a transaction that commits on success."""
+        if self._pool is None:
+            self._pool = ConnectionPool(
+                self.database_url, min_size=1, max_size=4, open=False, kwargs={"autocommit": False}
+            )
+            self._pool.open(wait=True, timeout=10)
+        with self._pool.connection() as conn:
+            yield conn
+
+    def _run(self, op: store.Op[T], conn: psycopg.Connection[Any] | None = None) -> T:
+        if conn is not None:
+            return store.run(conn, op)
+        with self.connection() as own:
+            return store.run(own, op)
+
+    async def _async_pool_get(self) -> AsyncConnectionPool[psycopg.AsyncConnection[Any]]:
+        if self._async_pool is None:
+            self._async_pool = AsyncConnectionPool(
+                self.database_url, min_size=1, max_size=4, open=False
+            )
+            await self._async_pool.open(wait=True, timeout=10)
+        return self._async_pool
+
+    async def _arun(self, op: store.Op[T], conn: psycopg.AsyncConnection[Any] | None = None) -> T:
+        if conn is not None:
+            return await store.arun(conn, op)
+        pool = await self._async_pool_get()
+        async with pool.connection() as own:
+            return await store.arun(own, op)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
+
+    async def close_async(self) -> None:
+        if self._async_pool is not None:
+            await self._async_pool.close()
+            self._async_pool = None
+        self.close()
+
+    # --- enqueueing --------------------------------------------------------------------
+
+    def _options(
+        self,
+        kind: str,
+        *,
+        queue: str | None,
+        priority: int,
+        run_at: datetime | None,
+        unique_key: str | None,
+        max_attempts: int | None,
+        retry: Backoff | None,
+        timeout: float | None,
+        concurrency_key: str | None,
+    ) -> store.JobOptions:
+        task = self.registry.get(kind)
+        resolved_queue = queue or (task.queue if task else DEFAULT_QUEUE)
+        attempts = max_attempts or (task.max_attempts if task else DEFAULT_MAX_ATTEMPTS)
+        check_job_fields(
+            kind=kind,
+            queue=resolved_queue,
+            priority=priority,
+            max_attempts=attempts if max_attempts is None else max_attempts,
+            timeout=timeout,
+        )
+        if run_at is not None and run_at.tzinfo is None:
+            raise InvalidInput("run_at", "must be timezone-aware")
+        return store.JobOptions(
+            queue=resolved_queue,
+            priority=priority,
+            run_at=run_at,
+            max_attempts=attempts,
+            retry=retry,
+            timeout=timeout,
+            concurrency_key=concurrency_key,
+            unique_key=unique_key,
+        )
+
+    def enqueue(
+        self,
+        kind: str,
+        payload: Any = None,
+        *,
+        queue: str | None = None,
+        priority: int = 0,
+        run_at: datetime | None = None,
+        unique_key: str | None = None,
+        max_attempts: int | None = None,
+        retry: Backoff | None = None,
+        timeout: float | None = None,
+        concurrency_key: str | None = None,
+        conn: psycopg.Connection[Any] | None = None,
+    ) -> JobId:
+        """Add a job; returns its id (the existing job's id when ``unique_key`` matches an
+        open job). With ``conn``, the insert joins that connection's open transaction."""
+        options = self._options(
+            kind,
+            queue=queue,
+            priority=priority,
+            run_at=run_at,
+            unique_key=unique_key,
+            max_attempts=max_attempts,
+            retry=retry,
+            timeout=timeout,
+            concurrency_key=concurrency_key,
+        )
+        op = store.insert_job(kind, {} if payload is None else payload, options, self.clock.now())
+        for _ in range(_UNIQUE_RACE_RETRIES):
+            result = self._run(op, conn)
+            if result is not None:
+                return result.id
+        raise InvalidTransition(f"could not settle unique key {unique_key!r} for {kind!r}")
+
+    async def enqueue_async(
+        self,
+        kind: str,
+        payload: Any = None,
+        *,
+        queue: str | None = None,
+        priority: int = 0,
+        run_at: datetime | None = None,
+        unique_key: str | None = None,
+        max_attempts: int | None = None,
+        retry: Backoff | None = None,
+        timeout: float | None = None,
+        concurrency_key: str | None = None,
+        conn: psycopg.AsyncConnection[Any] | None = None,
+    ) -> JobId:
+        """:meth:`enqueue` for asyncio code."""
+        options = self._options(
+            kind,
+            queue=queue,
+            priority=priority,
+            run_at=run_at,
+            unique_key=unique_key,
+            max_attempts=max_attempts,
+            retry=retry,
+            timeout=timeout,
+            concurrency_key=concurrency_key,
+        )
+        op = store.insert_job(kind, {} if payload is None else payload, options, self.clock.now())
+        for _ in range(_UNIQUE_RACE_RETRIES):
+            result = await self._arun(op, conn)
+            if result is not None:
+                return result.id
+        raise InvalidTransition(f"could not settle unique key {unique_key!r} for {kind!r}")
+
+    def enqueue_many(
+        self,
+        kind: str,
+        payloads: Sequence[Any],
+        *,
+        queue: str | None = None,
+        priority: int = 0,
+        run_at: datetime | None = None,
+        max_attempts: int | None = None,
+        retry: Backoff | None = None,
+        timeout: float | None = None,
+        concurrency_key: str | None = None,
+        conn: psycopg.Connection[Any] | None = None,
+    ) -> list[JobId]:
+        """Add many jobs of one kind in a single statement; ids in payload order."""
+        options = self._options(
+            kind,
+            queue=queue,
+            priority=priority,
+            run_at=run_at,
+            unique_key=None,
+            max_attempts=max_attempts,
+            retry=retry,
+            timeout=timeout,
+            concurrency_key=concurrency_key,
+        )
+        return self._run(store.insert_jobs(kind, payloads, options, self.clock.now()), conn)
+
+    async def enqueue_many_async(
+        self,
+        kind: str,
+        payloads: Sequence[Any],
+        *,
+        queue: str | None = None,
+        priority: int = 0,
+        run_at: datetime | None = None,
+        max_attempts: int | None = None,
+        retry: Backoff | None = None,
+        timeout: float | None = None,
+        concurrency_key: str | None = None,
+        conn: psycopg.AsyncConnection[Any] | None = None,
+    ) -> list[JobId]:
+        """:meth:`enqueue_many` for asyncio code."""
+        options = self._options(
+            kind,
+            queue=queue,
+            priority=priority,
+            run_at=run_at,
+            unique_key=None,
+            max_attempts=max_attempts,
+            retry=retry,
+            timeout=timeout,
+            concurrency_key=concurrency_key,
+        )
+        return await self._arun(store.insert_jobs(kind, payloads, options, self.clock.now()), conn)
+
+    # --- looking and acting -----------------------------------------------------------
+
+    def get_job(self, job_id: int) -> Job:
+        job = self._run(store.get_job(job_id))
+        if job is None:
+            raise JobNotFound(f"no job with id {job_id}")
+        return job
+
+    def list_jobs(
+        self,
+        *,
+        status: str | None = None,
+        kind: str | None = None,
+        queue: str | None = None,
+        limit: int = 100,
+    ) -> list[Job]:
+        return self._run(store.list_jobs(status=status, kind=kind, queue=queue, limit=limit))
+
+    def _act(
+        self,
+        job_id: int,
+        op: store.Op[Any],
+        action: str,
+        allowed: str,
+        *,
+        actor: str,
+        reason: str | None,
+        request_id: str | None,
+    ) -> None:
+        with self.connection() as conn:
+            if not store.run(conn, op):
+                job = store.run(conn, store.get_job(job_id))
+                if job is None:
+                    raise JobNotFound(f"no job with id {job_id}")
+                raise InvalidTransition(
+                    f"job {job_id} is {job.status.value}; {action} applies only to {allowed} jobs"
+                )
+            store.run(
+                conn,
+                store.record_audit(
+                    actor=actor,
+                    action=action,
+                    target=f"job:{job_id}",
+                    reason=reason,
+                    request_id=request_id,
+                    details={},
+                    now=self.clock.now(),
+                ),
+            )
+
+    def cancel(
+        self,
+        job_id: int,
+        *,
+        actor: str = "api",
+        reason: str | None = None,
+        request_id: str | None = None,
+    ) -> None:
+        """Cancel an available or running job (a running one stops at its next heartbeat)."""
+        self._act(
+            job_id,
+            store.cancel_job(job_id, self.clock.now()),
+            "cancel",
+            "available or running",
+            actor=actor,
+            reason=reason,
+            request_id=request_id,
+        )
+
+    def retry(
+        self,
+        job_id: int,
+        *,
+        actor: str = "api",
+        reason: str | None = None,
+        request_id: str | None = None,
+    ) -> None:
+        """Send a dead or cancelled job back to available with fresh attempts."""
+        self._act(
+            job_id,
+            store.retry_dead_job(job_id, self.clock.now()),
+            "retry",
+            "dead or cancelled",
+            actor=actor,
+            reason=reason,
+            request_id=request_id,
+        )
+
+    def run_now(
+        self, job_id: int, *, actor: str, reason: str | None = None, request_id: str | None = None
+    ) -> None:
+        """Release a delayed job immediately; audited."""
+        self._act(
+            job_id,
+            store.run_job_now(job_id, self.clock.now()),
+            "run_now",
+            "available",
+            actor=actor,
+            reason=reason,
+            request_id=request_id,
+        )

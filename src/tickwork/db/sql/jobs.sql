@@ -1,0 +1,244 @@
+-- Queries on tickwork.jobs. Each block starts with "-- name: <name>" and is loaded by
+-- tickwork.db.queries. Times come in as %(now)s: NULL means the database clock
+-- (production); tests pass a fixed instant to drive time.
+
+-- name: job_insert
+-- One job; with a unique key, an open job of the same kind and key is returned instead.
+WITH inserted AS (
+    INSERT INTO tickwork.jobs (
+        kind, queue, payload, priority, run_at, max_attempts,
+        retry_base_seconds, retry_rate, retry_max_seconds, timeout_seconds,
+        concurrency_key, unique_key, schedule_namespace, schedule_name, occurrence_at)
+    VALUES (
+        %(kind)s, %(queue)s, %(payload)s, %(priority)s,
+        coalesce(%(run_at)s, %(now)s, now()), %(max_attempts)s,
+        %(retry_base)s, %(retry_rate)s, %(retry_max)s, %(timeout)s,
+        %(concurrency_key)s, %(unique_key)s, NULL, NULL, NULL)
+    ON CONFLICT (kind, unique_key)
+        WHERE unique_key IS NOT NULL AND status IN ('available', 'running')
+        DO NOTHING
+    RETURNING id
+)
+SELECT id, true AS created FROM inserted
+UNION ALL
+SELECT id, false FROM tickwork.jobs
+WHERE %(unique_key)s::text IS NOT NULL
+  AND kind = %(kind)s AND unique_key = %(unique_key)s
+  AND status IN ('available', 'running')
+LIMIT 1;
+
+-- name: job_insert_many
+-- Many jobs of one kind in one statement, ids returned in payload order.
+INSERT INTO tickwork.jobs (
+    kind, queue, payload, priority, run_at, max_attempts,
+    retry_base_seconds, retry_rate, retry_max_seconds, timeout_seconds, concurrency_key)
+SELECT %(kind)s, %(queue)s, p.payload, %(priority)s,
+       coalesce(%(run_at)s, %(now)s, now()), %(max_attempts)s,
+       %(retry_base)s, %(retry_rate)s, %(retry_max)s, %(timeout)s, %(concurrency_key)s
+FROM unnest(%(payloads)s::jsonb[]) WITH ORDINALITY AS p(payload, n)
+ORDER BY p.n
+RETURNING id;
+
+-- name: job_claim
+-- Claim up to %(limit)s due jobs of the given kinds and queues in one statement.
+-- Jobs with a concurrency key are taken only when no job with that key is running, one per
+-- key per batch; the advisory lock keeps two claimers from taking the same key at once, and
+-- the unique index jobs_concurrency_key_idx is the final guard.
+WITH locked AS (
+    SELECT id, priority, run_at, concurrency_key
+    FROM tickwork.jobs
+    WHERE status = 'available'
+      AND run_at <= coalesce(%(now)s, now())
+      AND queue = ANY(%(queues)s::text[])
+      AND kind = ANY(%(kinds)s::text[])
+    ORDER BY priority DESC, run_at, id
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+),
+ranked AS (
+    SELECT id, concurrency_key,
+           row_number() OVER (PARTITION BY concurrency_key ORDER BY priority DESC, run_at, id) AS rank
+    FROM locked
+),
+chosen AS (
+    SELECT id FROM ranked r
+    WHERE CASE
+        WHEN r.concurrency_key IS NULL THEN true
+        ELSE r.rank = 1
+             AND NOT EXISTS (
+                 SELECT 1 FROM tickwork.jobs running
+                 WHERE running.concurrency_key = r.concurrency_key AND running.status = 'running')
+             AND pg_try_advisory_xact_lock(hashtextextended('tickwork:' || r.concurrency_key, 0))
+    END
+)
+UPDATE tickwork.jobs j
+SET status = 'running',
+    attempt = j.attempt + 1,
+    picked_by = %(worker)s,
+    started_at = coalesce(%(now)s, now()),
+    lease_expires_at = coalesce(%(now)s, now()) + make_interval(secs => %(lease_seconds)s),
+    version = j.version + 1
+FROM chosen
+WHERE j.id = chosen.id
+RETURNING j.id, j.kind, j.queue, j.payload, j.priority, j.run_at, j.status, j.attempt,
+          j.max_attempts, j.version, j.retry_base_seconds, j.retry_rate, j.retry_max_seconds,
+          j.timeout_seconds, j.concurrency_key, j.unique_key, j.schedule_namespace,
+          j.schedule_name, j.occurrence_at, j.picked_by, j.lease_expires_at;
+
+-- name: job_extend_leases
+-- Heartbeat: extend the leases of the jobs this worker still owns. A job missing from the
+-- result was cancelled or recovered by another worker.
+UPDATE tickwork.jobs j
+SET lease_expires_at = coalesce(%(now)s, now()) + make_interval(secs => %(lease_seconds)s)
+FROM unnest(%(ids)s::bigint[], %(versions)s::integer[]) AS owned(id, version)
+WHERE j.id = owned.id AND j.version = owned.version AND j.status = 'running'
+RETURNING j.id;
+
+-- name: job_complete_many
+-- Mark jobs succeeded, fenced by version; returns the ids that were updated.
+UPDATE tickwork.jobs j
+SET status = 'succeeded',
+    finished_at = coalesce(%(now)s, now()),
+    lease_expires_at = NULL,
+    version = j.version + 1
+FROM unnest(%(ids)s::bigint[], %(versions)s::integer[]) AS done(id, version)
+WHERE j.id = done.id AND j.version = done.version AND j.status = 'running'
+RETURNING j.id;
+
+-- name: job_retry_later
+-- A failed attempt with attempts left: available again after the retry delay.
+UPDATE tickwork.jobs
+SET status = 'available',
+    run_at = coalesce(%(now)s, now()) + make_interval(secs => %(delay_seconds)s),
+    lease_expires_at = NULL,
+    last_error = %(error)s,
+    version = version + 1
+WHERE id = %(id)s AND version = %(version)s AND status = 'running'
+RETURNING id;
+
+-- name: job_mark_dead
+-- A failed attempt with none left.
+UPDATE tickwork.jobs
+SET status = 'dead',
+    finished_at = coalesce(%(now)s, now()),
+    lease_expires_at = NULL,
+    last_error = %(error)s,
+    version = version + 1
+WHERE id = %(id)s AND version = %(version)s AND status = 'running'
+RETURNING id;
+
+-- name: job_hand_back
+-- Claimed but never started (shutdown): available again, the attempt not counted.
+UPDATE tickwork.jobs j
+SET status = 'available',
+    attempt = j.attempt - 1,
+    picked_by = NULL,
+    started_at = NULL,
+    lease_expires_at = NULL,
+    version = j.version + 1
+FROM unnest(%(ids)s::bigint[], %(versions)s::integer[]) AS held(id, version)
+WHERE j.id = held.id AND j.version = held.version AND j.status = 'running'
+RETURNING j.id;
+
+-- name: job_recover_expired
+-- Leases that ran out (the worker died or hung) with attempts left: available again, the
+-- attempt counted. Divided between workers by SKIP LOCKED.
+WITH expired AS (
+    SELECT id FROM tickwork.jobs
+    WHERE status = 'running'
+      AND lease_expires_at < coalesce(%(now)s, now())
+      AND attempt < max_attempts
+    ORDER BY lease_expires_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE tickwork.jobs j
+SET status = 'available',
+    run_at = coalesce(%(now)s, now()),
+    last_error = 'lease expired: worker ' || coalesce(j.picked_by, '?') || ' stopped heartbeating',
+    lease_expires_at = NULL,
+    version = j.version + 1
+FROM expired
+WHERE j.id = expired.id
+RETURNING j.id, j.kind, j.picked_by;
+
+-- name: job_lock_expired_exhausted
+-- Leases that ran out on a job's last attempt, for kinds this worker knows (their on_dead
+-- hook must run in the same transaction as the change to dead).
+SELECT id, kind, queue, payload, priority, run_at, status, attempt, max_attempts, version,
+       retry_base_seconds, retry_rate, retry_max_seconds, timeout_seconds, concurrency_key,
+       unique_key, schedule_namespace, schedule_name, occurrence_at, picked_by, lease_expires_at
+FROM tickwork.jobs
+WHERE status = 'running'
+  AND lease_expires_at < coalesce(%(now)s, now())
+  AND attempt >= max_attempts
+  AND kind = ANY(%(kinds)s::text[])
+ORDER BY lease_expires_at
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED;
+
+-- name: job_cancel
+-- Cancel an available or running job; a running one notices at its next heartbeat.
+UPDATE tickwork.jobs
+SET status = 'cancelled',
+    finished_at = coalesce(%(now)s, now()),
+    lease_expires_at = NULL,
+    version = version + 1
+WHERE id = %(id)s AND status IN ('available', 'running')
+RETURNING id;
+
+-- name: job_retry_dead
+-- An operator sends a dead (or cancelled) job back to available with fresh attempts.
+UPDATE tickwork.jobs
+SET status = 'available',
+    attempt = 0,
+    run_at = coalesce(%(now)s, now()),
+    finished_at = NULL,
+    picked_by = NULL,
+    version = version + 1
+WHERE id = %(id)s AND status IN ('dead', 'cancelled')
+RETURNING id;
+
+-- name: job_run_now
+-- Release a delayed job immediately and wake the workers of its queue.
+UPDATE tickwork.jobs
+SET run_at = coalesce(%(now)s, now()),
+    version = version + 1
+WHERE id = %(id)s AND status = 'available'
+RETURNING id, pg_notify('tickwork_jobs', queue);
+
+-- name: job_get
+SELECT id, kind, queue, payload, priority, run_at, status, attempt, max_attempts, version,
+       retry_base_seconds, retry_rate, retry_max_seconds, timeout_seconds, concurrency_key,
+       unique_key, schedule_namespace, schedule_name, occurrence_at, picked_by,
+       lease_expires_at, last_error, created_at, started_at, finished_at
+FROM tickwork.jobs
+WHERE id = %(id)s;
+
+-- name: job_list
+SELECT id, kind, queue, payload, priority, run_at, status, attempt, max_attempts, version,
+       retry_base_seconds, retry_rate, retry_max_seconds, timeout_seconds, concurrency_key,
+       unique_key, schedule_namespace, schedule_name, occurrence_at, picked_by,
+       lease_expires_at, last_error, created_at, started_at, finished_at
+FROM tickwork.jobs
+WHERE (%(status)s::tickwork.job_status IS NULL OR status = %(status)s::tickwork.job_status)
+  AND (%(kind)s::text IS NULL OR kind = %(kind)s)
+  AND (%(queue)s::text IS NULL OR queue = %(queue)s)
+ORDER BY id DESC
+LIMIT %(limit)s;
+
+-- name: job_delete_finished
+-- Retention: delete one batch of jobs that finished before the cutoff.
+WITH old AS (
+    SELECT id FROM tickwork.jobs
+    WHERE status IN ('succeeded', 'dead', 'cancelled')
+      AND finished_at < coalesce(%(now)s, now()) - make_interval(secs => %(age_seconds)s)
+    ORDER BY finished_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+DELETE FROM tickwork.jobs j USING old WHERE j.id = old.id
+RETURNING j.id;
+
+-- name: clock_now
+SELECT coalesce(%(now)s, now());

@@ -1,0 +1,42 @@
+"""Errors tickwork raises on purpose. Each one carries a message fit for a user's terminal."""
+
+from __future__ import annotations
+
+
+class TickworkError(Exception):
+    """Base class: the command line prints these as one line and exits non-zero."""
+
+
+class ConfigurationError(TickworkError):
+    """A setting or argument is invalid."""
+
+
+class DatabaseUnavailable(TickworkError):
+    """The database cannot be reached."""
+
+
+class MigrationError(TickworkError):
+    """A migration cannot be applied (for example its checksum changed after it was applied)."""
+
+
+class InvalidInput(TickworkError):
+    """A value given to the API is invalid; names the field and the reason."""
+
+    def __init__(self, field: str, reason: str, *, where: str | None = None) -> None:
+        self.field = field
+        self.reason = reason
+        self.where = where
+        prefix = f"{where}: " if where else ""
+        super().__init__(f"{prefix}{field}: {reason}")
+
+
+class UnknownTask(TickworkError):
+    """No task of that kind is registered."""
+
+
+class JobNotFound(TickworkError):
+    """No job has that id."""
+
+
+class InvalidTransition(TickworkError):
+    """The job is not in a state that allows the requested change."""

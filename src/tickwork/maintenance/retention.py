@@ -1,0 +1,25 @@
+"""Retention: finished jobs older than the retention age are deleted in batches."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import psycopg
+
+from tickwork.db import store
+
+NAME = "retention"
+
+
+async def run_once(
+    conn: psycopg.AsyncConnection[Any], age_seconds: float, batch: int, now: datetime | None
+) -> int:
+    """Delete batch after batch (one transaction each) until none is left; returns the count."""
+    total = 0
+    while True:
+        async with conn.transaction():
+            deleted = await store.arun(conn, store.delete_finished_jobs(age_seconds, batch, now))
+        total += deleted
+        if deleted < batch:
+            return total

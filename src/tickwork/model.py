@@ -1,0 +1,93 @@
+"""Domain objects of the job engine: plain, frozen, typed. No I/O here."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, NewType
+
+from tickwork.errors import InvalidInput
+
+JobId = NewType("JobId", int)
+WorkerName = NewType("WorkerName", str)
+
+DEFAULT_QUEUE = "default"
+DEFAULT_MAX_ATTEMPTS = 25
+
+
+class JobStatus(enum.StrEnum):
+    AVAILABLE = "available"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    DEAD = "dead"
+    CANCELLED = "cancelled"
+
+    @property
+    def is_final(self) -> bool:
+        return self in FINAL_STATUSES
+
+
+FINAL_STATUSES = frozenset({JobStatus.SUCCEEDED, JobStatus.DEAD, JobStatus.CANCELLED})
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Retry delay ``min(base * rate ** (attempt - 1), max)`` seconds."""
+
+    base: float = 30.0
+    rate: float = 1.5
+    max: float = 3600.0
+
+    def __post_init__(self) -> None:
+        if self.base < 0:
+            raise InvalidInput("retry.base", "must be >= 0")
+        if self.rate < 1:
+            raise InvalidInput("retry.rate", "must be >= 1")
+        if self.max < self.base:
+            raise InvalidInput("retry.max", "must be >= retry.base")
+
+    def delay(self, attempt: int) -> float:
+        """Seconds to wait before the next attempt, after ``attempt`` failed (1-based)."""
+        exponent = max(attempt - 1, 0)
+        try:
+            value = self.base * self.rate**exponent
+        except OverflowError:
+            return self.max
+        return min(value, self.max)
+
+
+@dataclass(frozen=True)
+class ScheduleRef:
+    """The schedule occurrence a job was created for."""
+
+    namespace: str
+    name: str
+    occurrence_at: datetime
+
+
+@dataclass(frozen=True)
+class Job:
+    """One row of ``tickwork.jobs`` as a worker or an operator sees it."""
+
+    id: JobId
+    kind: str
+    queue: str
+    payload: Any
+    priority: int
+    run_at: datetime
+    status: JobStatus
+    attempt: int
+    max_attempts: int
+    version: int
+    retry: Backoff | None = None
+    timeout: float | None = None
+    concurrency_key: str | None = None
+    unique_key: str | None = None
+    schedule: ScheduleRef | None = None
+    picked_by: str | None = None
+    lease_expires_at: datetime | None = None
+    last_error: str | None = None
+    created_at: datetime | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None

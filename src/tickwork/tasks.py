@@ -1,0 +1,79 @@
+"""The task registry: what a worker knows how to run."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from tickwork.errors import InvalidInput
+from tickwork.model import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, Backoff, Job
+
+DEFAULT_BACKOFF = Backoff()
+
+TaskFunction = Callable[[Job], Any]
+DeadHook = Callable[[Job, Any, str], Any]
+"""``on_dead(job, conn, error)``: sync or async; ``conn`` is the worker's
+``psycopg.AsyncConnection`` in the transaction that marks the job dead."""
+
+
+@dataclass(frozen=True)
+class Task:
+    kind: str
+    function: TaskFunction
+    queue: str = DEFAULT_QUEUE
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    retry: Backoff = DEFAULT_BACKOFF
+    timeout: float | None = None
+    on_dead: DeadHook | None = None
+
+    @property
+    def is_async(self) -> bool:
+        return inspect.iscoroutinefunction(self.function)
+
+
+def check_job_fields(
+    *,
+    kind: str | None = None,
+    queue: str | None = None,
+    priority: int | None = None,
+    max_attempts: int | None = None,
+    timeout: float | None = None,
+) -> None:
+    """Refuse values the jobs table would refuse, naming the field."""
+    if kind is not None and not kind.strip():
+        raise InvalidInput("kind", "must not be empty")
+    if queue is not None and not queue.strip():
+        raise InvalidInput("queue", "must not be empty")
+    if priority is not None and not 0 <= priority <= 32767:
+        raise InvalidInput("priority", f"must be between 0 and 32767, got {priority}")
+    if max_attempts is not None and max_attempts < 1:
+        raise InvalidInput("max_attempts", f"must be at least 1, got {max_attempts}")
+    if timeout is not None and timeout <= 0:
+        raise InvalidInput("timeout", f"must be positive, got {timeout}")
+
+
+class Registry:
+    """Tasks by kind."""
+
+    def __init__(self) -> None:
+        self._tasks: dict[str, Task] = {}
+
+    def add(self, task: Task) -> None:
+        check_job_fields(
+            kind=task.kind, queue=task.queue, max_attempts=task.max_attempts, timeout=task.timeout
+        )
+        if task.kind in self._tasks:
+            raise InvalidInput("kind", f"task {task.kind!r} is already registered")
+        self._tasks[task.kind] = task
+
+    def get(self, kind: str) -> Task | None:
+        return self._tasks.get(kind)
+
+    @property
+    def kinds(self) -> list[str]:
+        return sorted(self._tasks)
+
+    def queues(self) -> list[str]:
+        return sorted({t.queue for t in self._tasks.values()})

@@ -1,0 +1,50 @@
+"""Runs one job's task function: async ones on the loop, sync ones in a thread pool, both
+bounded by the job's timeout. Returns an outcome; never raises for the task's errors."""
+
+from __future__ import annotations
+
+import asyncio
+import traceback
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from tickwork.model import Job
+from tickwork.tasks import Task
+
+
+@dataclass(frozen=True)
+class Succeeded:
+    result: Any
+
+
+@dataclass(frozen=True)
+class Failed:
+    error: str
+
+
+Outcome = Succeeded | Failed
+
+_MAX_ERROR = 4000
+
+
+def describe(exc: BaseException) -> str:
+    """One error text for ``last_error``: the exception and the innermost frames."""
+    text = "".join(traceback.format_exception(exc, limit=-3)).strip()
+    return text if len(text) <= _MAX_ERROR else text[-_MAX_ERROR:]
+
+
+async def execute(job: Job, task: Task, threads: ThreadPoolExecutor) -> Outcome:
+    timeout = job.timeout if job.timeout is not None else task.timeout
+    try:
+        if task.is_async:
+            awaitable: Any = task.function(job)
+        else:
+            awaitable = asyncio.get_running_loop().run_in_executor(threads, task.function, job)
+        if timeout is None:
+            return Succeeded(await awaitable)
+        return Succeeded(await asyncio.wait_for(awaitable, timeout))
+    except TimeoutError:
+        return Failed(f"timed out after {timeout:g}s")
+    except Exception as exc:
+        return Failed(describe(exc))

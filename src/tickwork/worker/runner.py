@@ -1,0 +1,422 @@
+"""The worker process: claims jobs in batches, runs them N at a time, writes outcomes back,
+keeps leases alive and shares the maintenance duties. One asyncio loop; sync tasks run in a
+thread pool.
+
+Life of a job here: claimed (lease taken, in ``_buffer``) → started by a slot → outcome
+written (successes batched by the completer, failures one by one) → forgotten. The heartbeat
+extends the leases of every job held; a job whose lease could not be extended was cancelled
+or taken over elsewhere, and its outcome is dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+from collections.abc import Awaitable, Callable, Coroutine
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import psycopg
+from psycopg_pool import AsyncConnectionPool
+
+from tickwork.app import App
+from tickwork.clock import Clock, DatabaseClock, sleep
+from tickwork.db import store
+from tickwork.logs import fields
+from tickwork.maintenance import leases, retention
+from tickwork.maintenance import workers as worker_expiry
+from tickwork.model import Job, JobId
+from tickwork.settings import WorkerSettings
+from tickwork.worker import deaths, executor, retry
+
+log = logging.getLogger(__name__)
+
+Pool = AsyncConnectionPool[psycopg.AsyncConnection[Any]]
+Loop = Callable[["Worker"], Coroutine[Any, Any, None]]
+
+_SHUTDOWN_ERROR = "interrupted: the worker shut down before the job finished"
+
+
+class Worker:
+    """Serve ``app``'s tasks until :meth:`stop` is called."""
+
+    def __init__(
+        self,
+        app: App,
+        settings: WorkerSettings,
+        *,
+        clock: Clock | None = None,
+        extra_loops: tuple[Loop, ...] = (),
+    ) -> None:
+        self.app = app
+        self.settings = settings
+        self.clock = clock or DatabaseClock()
+        self.name = settings.name
+        self.kinds = app.registry.kinds
+        self.queues = list(settings.queues) or sorted({"default", *app.registry.queues()})
+        self._extra_loops = extra_loops
+        self._capacity = settings.concurrency + settings.effective_prefetch
+        self._buffer: asyncio.Queue[Job | None] = asyncio.Queue()
+        self._held: dict[JobId, Job] = {}
+        self._lost: set[JobId] = set()
+        self._running: dict[JobId, asyncio.Future[executor.Outcome]] = {}
+        self._done: list[Job] = []
+        self._done_ready = asyncio.Event()
+        self._wake = asyncio.Event()
+        self._room = asyncio.Event()
+        self._stopping = asyncio.Event()
+        self._closing = False
+        self._threads = ThreadPoolExecutor(settings.concurrency, thread_name_prefix="tickwork-task")
+        self._pool: Pool | None = None
+        self.started = asyncio.Event()
+
+    @property
+    def pool(self) -> Pool:
+        assert self._pool is not None, "worker not started"
+        return self._pool
+
+    def stop(self) -> None:
+        """Begin a graceful shutdown (safe to call from a signal handler on the loop)."""
+        self._stopping.set()
+
+    # --- the whole process ------------------------------------------------------------
+
+    async def run(self) -> None:
+        self._pool = AsyncConnectionPool(
+            self.settings.database_url, min_size=2, max_size=6, open=False
+        )
+        await self._pool.open(wait=True, timeout=15)
+        try:
+            await self._register()
+            slots = [
+                asyncio.create_task(self._slot(), name=f"slot-{i}")
+                for i in range(self.settings.concurrency)
+            ]
+            completer = asyncio.create_task(self._completer(), name="completer")
+            heartbeat = asyncio.create_task(self._heartbeat(), name="heartbeat")
+            background: list[asyncio.Task[None]] = [
+                asyncio.create_task(coro, name=name)
+                for name, coro in (
+                    ("claimer", self._claimer()),
+                    ("listener", self._listener()),
+                    ("maintenance", self._maintenance()),
+                    *((loop.__name__, loop(self)) for loop in self._extra_loops),
+                )
+            ]
+            log.info(
+                "worker started",
+                extra=fields(
+                    action="worker_started", worker=self.name, queue=",".join(self.queues)
+                ),
+            )
+            self.started.set()
+            await self._stopping.wait()
+            await self._shut_down(slots, completer, heartbeat, background)
+        finally:
+            self._threads.shutdown(wait=False, cancel_futures=True)
+            await self._pool.close()
+
+    async def _register(self) -> None:
+        async with self.pool.connection() as conn:
+            await store.arun(
+                conn,
+                store.register_worker(
+                    name=self.name,
+                    queues=self.queues,
+                    kinds=self.kinds,
+                    namespaces=list(self.settings.namespaces),
+                    concurrency=self.settings.concurrency,
+                    host=socket.gethostname(),
+                    pid=os.getpid(),
+                    now=self.clock.now(),
+                ),
+            )
+
+    async def _shut_down(
+        self,
+        slots: list[asyncio.Task[None]],
+        completer: asyncio.Task[None],
+        heartbeat: asyncio.Task[None],
+        background: list[asyncio.Task[None]],
+    ) -> None:
+        log.info(
+            "shutting down: no new claims", extra=fields(action="worker_stopping", worker=self.name)
+        )
+        for task in background:
+            task.cancel()
+        await asyncio.gather(*background, return_exceptions=True)
+        await self._hand_back_unstarted()
+        for _ in slots:
+            self._buffer.put_nowait(None)
+        _, late = await asyncio.wait(slots, timeout=self.settings.shutdown_grace_seconds)
+        if late:
+            log.warning(
+                "grace period over: interrupting running jobs",
+                extra=fields(action="jobs_interrupted", count=len(self._running)),
+            )
+            for future in self._running.values():
+                future.cancel()
+            await asyncio.wait(late)
+        heartbeat.cancel()
+        self._closing = True
+        self._done_ready.set()
+        await completer
+        async with self.pool.connection() as conn:
+            await store.arun(conn, store.deregister_worker(self.name))
+        log.info("worker stopped", extra=fields(action="worker_stopped", worker=self.name))
+
+    async def _hand_back_unstarted(self) -> None:
+        unstarted: list[Job] = []
+        while not self._buffer.empty():
+            job = self._buffer.get_nowait()
+            if job is not None:
+                unstarted.append(job)
+                self._held.pop(job.id, None)
+        if not unstarted:
+            return
+        async with self.pool.connection() as conn:
+            returned = await store.arun(conn, store.hand_back_jobs(unstarted, self.clock.now()))
+        log.info(
+            "handed back claimed jobs that had not started",
+            extra=fields(action="jobs_handed_back", count=len(returned)),
+        )
+
+    # --- claiming ----------------------------------------------------------------------
+
+    async def claim_once(self, limit: int) -> list[Job]:
+        """One claim statement; the jobs go to the buffer for the slots."""
+        try:
+            async with self.pool.connection() as conn:
+                jobs = await store.arun(
+                    conn,
+                    store.claim_jobs(
+                        self.name,
+                        self.queues,
+                        self.kinds,
+                        limit,
+                        self.settings.lease_seconds,
+                        self.clock.now(),
+                    ),
+                )
+        except psycopg.errors.UniqueViolation:
+            # Two workers raced for the same concurrency key; the index refused the second.
+            log.debug(
+                "concurrency key race lost; claiming again",
+                extra=fields(action="claim_race", worker=self.name),
+            )
+            return []
+        for job in jobs:
+            self._held[job.id] = job
+            self._buffer.put_nowait(job)
+        return jobs
+
+    async def _claimer(self) -> None:
+        low_water = max(1, min(self.settings.claim_batch, self._capacity // 2))
+        while True:
+            room = self._capacity - len(self._held)
+            if room < low_water and not (room > 0 and self._buffer.empty()):
+                self._room.clear()
+                await self._room.wait()
+                continue
+            self._wake.clear()
+            asked = min(room, self.settings.claim_batch)
+            try:
+                got = await self.claim_once(asked)
+            except psycopg.OperationalError as exc:
+                log.error("claim failed: %s", exc, extra=fields(action="claim_failed"))
+                await sleep(self.settings.poll_seconds)
+                continue
+            if len(got) < asked:
+                await sleep(self.settings.poll_seconds, self._wake)
+
+    async def _listener(self) -> None:
+        """LISTEN for new jobs; polling in the claimer covers the time this is down."""
+        while True:
+            try:
+                conn = await psycopg.AsyncConnection.connect(
+                    self.settings.database_url, autocommit=True
+                )
+                async with conn:
+                    await conn.execute("LISTEN tickwork_jobs")
+                    self._wake.set()
+                    async for notice in conn.notifies():
+                        if notice.payload in self.queues:
+                            self._wake.set()
+            except psycopg.OperationalError as exc:
+                log.warning(
+                    "notification listener lost: %s", exc, extra=fields(action="listener_lost")
+                )
+                await sleep(self.settings.poll_seconds)
+
+    # --- running -----------------------------------------------------------------------
+
+    async def _slot(self) -> None:
+        while True:
+            job = await self._buffer.get()
+            if job is None:
+                return
+            if job.id in self._lost:
+                self._forget(job)
+                continue
+            await self._run_job(job)
+
+    async def _run_job(self, job: Job) -> None:
+        task = self.app.registry.get(job.kind)
+        assert task is not None, "claimed only registered kinds"
+        future = asyncio.ensure_future(executor.execute(job, task, self._threads))
+        self._running[job.id] = future
+        try:
+            outcome: executor.Outcome = await future
+        except asyncio.CancelledError:
+            if job.id in self._lost:
+                self._forget(job)
+                return
+            outcome = executor.Failed(_SHUTDOWN_ERROR)
+        finally:
+            self._running.pop(job.id, None)
+        if job.id in self._lost:
+            log.info(
+                "job was cancelled or taken over while running; outcome dropped",
+                extra=fields(action="outcome_dropped", job_id=job.id, kind=job.kind),
+            )
+            self._forget(job)
+            return
+        if isinstance(outcome, executor.Succeeded):
+            self._done.append(job)
+            self._done_ready.set()
+        else:
+            await self._record_failure(job, outcome.error)
+            self._forget(job)
+
+    def _forget(self, job: Job) -> None:
+        self._held.pop(job.id, None)
+        self._lost.discard(job.id)
+        self._room.set()
+
+    async def _record_failure(self, job: Job, error: str) -> None:
+        task = self.app.registry.get(job.kind)
+        decision = retry.after_failure(job, task)
+        now = self.clock.now()
+        async with self.pool.connection() as conn:
+            if isinstance(decision, retry.GiveUp):
+                await deaths.mark_dead(conn, job, task, error, now)
+                return
+            async with conn.transaction():
+                applied = await store.arun(
+                    conn, store.retry_job_later(job, decision.delay_seconds, error, now)
+                )
+        if applied:
+            log.info(
+                "job failed; retrying later",
+                extra=fields(
+                    action="job_retry",
+                    job_id=job.id,
+                    kind=job.kind,
+                    attempt=job.attempt,
+                    error=error.splitlines()[-1] if error else "",
+                ),
+            )
+        else:
+            log.warning(
+                "version mismatch: job changed elsewhere, failure not recorded",
+                extra=fields(action="version_mismatch", job_id=job.id, kind=job.kind),
+            )
+
+    async def _completer(self) -> None:
+        """Write successes in batches: whatever finished while the last write was in flight."""
+        while True:
+            await self._done_ready.wait()
+            self._done_ready.clear()
+            batch, self._done = self._done, []
+            if batch:
+                await self._complete(batch)
+            if self._closing and not self._done:
+                return
+
+    async def _complete(self, jobs: list[Job]) -> None:
+        try:
+            async with self.pool.connection() as conn:
+                applied = await store.arun(conn, store.complete_jobs(jobs, self.clock.now()))
+        except psycopg.OperationalError as exc:
+            # The jobs stay running; their leases run out and they are retried elsewhere.
+            log.error(
+                "could not record successes: %s",
+                exc,
+                extra=fields(action="complete_failed", count=len(jobs)),
+            )
+            applied = set()
+        for job in jobs:
+            if job.id not in applied:
+                log.warning(
+                    "version mismatch: job changed elsewhere, success not recorded",
+                    extra=fields(action="version_mismatch", job_id=job.id, kind=job.kind),
+                )
+            self._held.pop(job.id, None)
+        self._room.set()
+
+    # --- leases and maintenance --------------------------------------------------------
+
+    async def heartbeat_once(self) -> None:
+        """Extend the leases of every job held; drop the ones that are no longer ours."""
+        held = list(self._held.values())
+        now = self.clock.now()
+        async with self.pool.connection() as conn:
+            kept = await store.arun(
+                conn, store.extend_leases(held, self.settings.lease_seconds, now)
+            )
+            await store.arun(conn, store.touch_worker(self.name, now))
+        for job in held:
+            if job.id in kept or job.id not in self._held:
+                continue
+            log.info(
+                "job no longer ours (cancelled or recovered elsewhere)",
+                extra=fields(action="job_lost", job_id=job.id, kind=job.kind),
+            )
+            self._lost.add(job.id)
+            future = self._running.get(job.id)
+            if future is not None:
+                future.cancel()
+
+    async def _heartbeat(self) -> None:
+        while True:
+            await sleep(self.settings.heartbeat_seconds)
+            try:
+                await self.heartbeat_once()
+            except psycopg.OperationalError as exc:
+                log.error("heartbeat failed: %s", exc, extra=fields(action="heartbeat_failed"))
+
+    async def maintain_once(self) -> None:
+        """Run each maintenance duty that this worker manages to claim."""
+        s = self.settings
+        duties: list[tuple[str, Callable[[psycopg.AsyncConnection[Any]], Awaitable[Any]]]] = [
+            (leases.NAME, lambda c: leases.run_once(c, self.app.registry, self.clock.now())),
+            (
+                retention.NAME,
+                lambda c: retention.run_once(
+                    c, s.retention_seconds, s.retention_batch, self.clock.now()
+                ),
+            ),
+            (
+                worker_expiry.NAME,
+                lambda c: worker_expiry.run_once(c, s.worker_ttl_seconds, self.clock.now()),
+            ),
+        ]
+        async with self.pool.connection() as conn:
+            for name, duty in duties:
+                async with conn.transaction():
+                    mine = await store.arun(
+                        conn,
+                        store.claim_duty(name, self.name, s.maintenance_seconds, self.clock.now()),
+                    )
+                if mine:
+                    await duty(conn)
+
+    async def _maintenance(self) -> None:
+        while True:
+            try:
+                await self.maintain_once()
+            except psycopg.Error as exc:
+                log.error("maintenance failed: %s", exc, extra=fields(action="maintenance_failed"))
+            await sleep(self.settings.maintenance_seconds)
