@@ -33,15 +33,17 @@ class Op(Generic[T]):
     query: str
     params: Mapping[str, Any]
     result: Callable[[list[Row]], T]
+    binary: bool = False
+    """Fetch results in binary format (cheaper to decode; used on the hot path)."""
 
 
 def run(conn: psycopg.Connection[Any], op: Op[T]) -> T:
-    cur = conn.execute(QUERIES[op.query], op.params)
+    cur = conn.execute(QUERIES[op.query], op.params, binary=op.binary)
     return op.result(cur.fetchall() if cur.description else [])
 
 
 async def arun(conn: psycopg.AsyncConnection[Any], op: Op[T]) -> T:
-    cur = await conn.execute(QUERIES[op.query], op.params)
+    cur = await conn.execute(QUERIES[op.query], op.params, binary=op.binary)
     return op.result(await cur.fetchall() if cur.description else [])
 
 
@@ -123,6 +125,28 @@ def _jobs(rows: list[Row]) -> list[Job]:
     return [job_from_row(row) for row in rows]
 
 
+def _claimed(worker: str) -> Callable[[list[Row]], list[Job]]:
+    """Rows of ``job_claim``: the columns a worker needs; status and owner are known."""
+
+    def build(rows: list[Row]) -> list[Job]:
+        jobs = []
+        for (id_, kind, queue, payload, priority, run_at, attempt, max_attempts, version,
+             retry_base, retry_rate, retry_max, timeout, concurrency_key, unique_key,
+             schedule_namespace, schedule_name, occurrence_at, lease_expires_at) in rows:
+            jobs.append(Job(
+                id=JobId(id_), kind=kind, queue=queue, payload=payload, priority=priority,
+                run_at=run_at, status=JobStatus.RUNNING, attempt=attempt,
+                max_attempts=max_attempts, version=version,
+                retry=None if retry_base is None else Backoff(retry_base, retry_rate, retry_max),
+                timeout=timeout, concurrency_key=concurrency_key, unique_key=unique_key,
+                schedule=None if schedule_name is None
+                else ScheduleRef(schedule_namespace, schedule_name, occurrence_at),
+                picked_by=worker, lease_expires_at=lease_expires_at))
+        return jobs
+
+    return build
+
+
 @dataclass(frozen=True)
 class JobOptions:
     """Everything about a new job except its kind and payload."""
@@ -201,7 +225,8 @@ def claim_jobs(
             "lease_seconds": lease_seconds,
             "now": now,
         },
-        _jobs,
+        _claimed(worker),
+        binary=True,
     )
 
 

@@ -23,9 +23,11 @@ from psycopg_pool import AsyncConnectionPool
 
 from tickwork.app import App
 from tickwork.clock import Clock, DatabaseClock, sleep
+from tickwork.db import schedules as schedules_db
 from tickwork.db import store
+from tickwork.errors import InvalidInput
 from tickwork.logs import fields
-from tickwork.maintenance import leases, retention
+from tickwork.maintenance import firing, leases, retention
 from tickwork.maintenance import workers as worker_expiry
 from tickwork.model import Job, JobId
 from tickwork.settings import WorkerSettings
@@ -63,14 +65,19 @@ class Worker:
         self._lost: set[JobId] = set()
         self._running: dict[JobId, asyncio.Future[executor.Outcome]] = {}
         self._done: list[Job] = []
+        self._results: dict[JobId, Any] = {}
+        """Return values of succeeded schedule jobs, carried as their schedule's state."""
         self._done_ready = asyncio.Event()
         self._wake = asyncio.Event()
+        self._schedules_wake = asyncio.Event()
         self._room = asyncio.Event()
         self._stopping = asyncio.Event()
         self._closing = False
         self._threads = ThreadPoolExecutor(settings.concurrency, thread_name_prefix="tickwork-task")
         self._pool: Pool | None = None
         self.started = asyncio.Event()
+        self.failed = False
+        """True when a loop crashed; the command exits non-zero."""
 
     @property
     def pool(self) -> Pool:
@@ -102,6 +109,7 @@ class Worker:
                     ("claimer", self._claimer()),
                     ("listener", self._listener()),
                     ("maintenance", self._maintenance()),
+                    *self._firing(),
                     *((loop.__name__, loop(self)) for loop in self._extra_loops),
                 )
             ]
@@ -117,6 +125,15 @@ class Worker:
         finally:
             self._threads.shutdown(wait=False, cancel_futures=True)
             await self._pool.close()
+
+    def _crashed(self, task: asyncio.Task[None]) -> None:
+        """A loop that ends with an error stops the whole worker: no silent half-worker."""
+        if task.cancelled() or task.exception() is None:
+            return
+        log.error("worker loop %s failed; shutting down", task.get_name(),
+                  exc_info=task.exception(), extra=fields(action="worker_crashed"))
+        self.failed = True
+        self.stop()
 
     async def _register(self) -> None:
         async with self.pool.connection() as conn:
@@ -162,7 +179,7 @@ class Worker:
         heartbeat.cancel()
         self._closing = True
         self._done_ready.set()
-        await completer
+        await asyncio.gather(completer, return_exceptions=True)
         async with self.pool.connection() as conn:
             await store.arun(conn, store.deregister_worker(self.name))
         log.info("worker stopped", extra=fields(action="worker_stopped", worker=self.name))
@@ -231,8 +248,17 @@ class Worker:
             if len(got) < asked:
                 await sleep(self.settings.poll_seconds, self._wake)
 
+    def _firing(self) -> list[tuple[str, Coroutine[Any, Any, None]]]:
+        """The schedule firing loop, when this worker offers namespaces."""
+        if not self.settings.namespaces:
+            return []
+        loop = firing.loop(
+            self.pool, self.settings.namespaces, clock=self.clock, wake=self._schedules_wake
+        )
+        return [("firing", loop)]
+
     async def _listener(self) -> None:
-        """LISTEN for new jobs; polling in the claimer covers the time this is down."""
+        """LISTEN for new jobs and schedule changes; polling covers the time this is down."""
         while True:
             try:
                 conn = await psycopg.AsyncConnection.connect(
@@ -240,9 +266,15 @@ class Worker:
                 )
                 async with conn:
                     await conn.execute("LISTEN tickwork_jobs")
+                    if self.settings.namespaces:
+                        await conn.execute("LISTEN tickwork_schedules")
                     self._wake.set()
+                    self._schedules_wake.set()
                     async for notice in conn.notifies():
-                        if notice.payload in self.queues:
+                        if notice.channel == firing.CHANNEL:
+                            if notice.payload in self.settings.namespaces:
+                                self._schedules_wake.set()
+                        elif notice.payload in self.queues:
                             self._wake.set()
             except psycopg.OperationalError as exc:
                 log.warning(
@@ -284,11 +316,25 @@ class Worker:
             self._forget(job)
             return
         if isinstance(outcome, executor.Succeeded):
+            if job.schedule is not None and outcome.result is not None:
+                self._carry(job, outcome.result)
             self._done.append(job)
             self._done_ready.set()
         else:
             await self._record_failure(job, outcome.error)
             self._forget(job)
+
+    def _carry(self, job: Job, result: Any) -> None:
+        try:
+            store.to_json("return value", result)
+        except InvalidInput as exc:
+            log.warning(
+                "return value not carried to the schedule: %s",
+                exc,
+                extra=fields(action="state_not_carried", job_id=job.id, kind=job.kind),
+            )
+            return
+        self._results[job.id] = result
 
     def _forget(self, job: Job) -> None:
         self._held.pop(job.id, None)
@@ -339,6 +385,14 @@ class Worker:
         try:
             async with self.pool.connection() as conn:
                 applied = await store.arun(conn, store.complete_jobs(jobs, self.clock.now()))
+                # Schedule jobs: last success, FixedDelay next run, carried state; same commit.
+                results = {
+                    j.id: self._results.get(j.id)
+                    for j in jobs
+                    if j.schedule is not None and j.id in applied
+                }
+                if results:
+                    await store.arun(conn, schedules_db.jobs_succeeded(results))
         except psycopg.OperationalError as exc:
             # The jobs stay running; their leases run out and they are retried elsewhere.
             log.error(
@@ -354,6 +408,7 @@ class Worker:
                     extra=fields(action="version_mismatch", job_id=job.id, kind=job.kind),
                 )
             self._held.pop(job.id, None)
+            self._results.pop(job.id, None)
         self._room.set()
 
     # --- leases and maintenance --------------------------------------------------------

@@ -55,21 +55,21 @@ WITH locked AS (
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 ),
-ranked AS (
+keyed AS (
     SELECT id, concurrency_key,
            row_number() OVER (PARTITION BY concurrency_key ORDER BY priority DESC, run_at, id) AS rank
     FROM locked
+    WHERE concurrency_key IS NOT NULL
 ),
 chosen AS (
-    SELECT id FROM ranked r
-    WHERE CASE
-        WHEN r.concurrency_key IS NULL THEN true
-        ELSE r.rank = 1
-             AND NOT EXISTS (
-                 SELECT 1 FROM tickwork.jobs running
-                 WHERE running.concurrency_key = r.concurrency_key AND running.status = 'running')
-             AND pg_try_advisory_xact_lock(hashtextextended('tickwork:' || r.concurrency_key, 0))
-    END
+    SELECT id FROM locked WHERE concurrency_key IS NULL
+    UNION ALL
+    SELECT id FROM keyed k
+    WHERE k.rank = 1
+      AND NOT EXISTS (
+          SELECT 1 FROM tickwork.jobs running
+          WHERE running.concurrency_key = k.concurrency_key AND running.status = 'running')
+      AND pg_try_advisory_xact_lock(hashtextextended('tickwork:' || k.concurrency_key, 0))
 )
 UPDATE tickwork.jobs j
 SET status = 'running',
@@ -78,12 +78,11 @@ SET status = 'running',
     started_at = coalesce(%(now)s, now()),
     lease_expires_at = coalesce(%(now)s, now()) + make_interval(secs => %(lease_seconds)s),
     version = j.version + 1
-FROM chosen
-WHERE j.id = chosen.id
-RETURNING j.id, j.kind, j.queue, j.payload, j.priority, j.run_at, j.status, j.attempt,
-          j.max_attempts, j.version, j.retry_base_seconds, j.retry_rate, j.retry_max_seconds,
-          j.timeout_seconds, j.concurrency_key, j.unique_key, j.schedule_namespace,
-          j.schedule_name, j.occurrence_at, j.picked_by, j.lease_expires_at;
+WHERE j.id = ANY(ARRAY(SELECT id FROM chosen))
+RETURNING j.id, j.kind, j.queue, j.payload, j.priority, j.run_at, j.attempt, j.max_attempts,
+          j.version, j.retry_base_seconds, j.retry_rate, j.retry_max_seconds, j.timeout_seconds,
+          j.concurrency_key, j.unique_key, j.schedule_namespace, j.schedule_name,
+          j.occurrence_at, j.lease_expires_at;
 
 -- name: job_extend_leases
 -- Heartbeat: extend the leases of the jobs this worker still owns. A job missing from the

@@ -1,0 +1,245 @@
+-- Queries on tickwork.schedules and tickwork.schedule_namespaces, and the jobs they fire.
+-- Times come in as %(now)s: NULL means the database clock.
+
+-- name: schedule_namespace_lock
+-- Sync: create the namespace row if needed and lock it for the transaction; returns the
+-- recorded owner and the instant the sync works at.
+INSERT INTO tickwork.schedule_namespaces AS n (namespace, owner, created_at, updated_at)
+VALUES (%(namespace)s, %(owner)s, coalesce(%(now)s, now()), coalesce(%(now)s, now()))
+ON CONFLICT (namespace) DO UPDATE SET owner = n.owner
+RETURNING n.owner, coalesce(%(now)s, now());
+
+-- name: schedule_namespace_take_over
+UPDATE tickwork.schedule_namespaces
+SET owner = %(owner)s, updated_at = coalesce(%(now)s, now())
+WHERE namespace = %(namespace)s;
+
+-- name: schedule_lock_namespace
+-- Sync: every schedule of the namespace, locked in name order (waits for a firing pass
+-- holding one of them, so the values read are current).
+SELECT s.name, s.revision, s.enabled, s.suspended, s.spec, s.next_run_at, s.missed_before,
+       EXISTS (SELECT 1 FROM tickwork.jobs j
+               WHERE j.id = s.last_job_id AND j.status IN ('available', 'running'))
+FROM tickwork.schedules s
+WHERE s.namespace = %(namespace)s
+ORDER BY s.name
+FOR UPDATE OF s;
+
+-- name: schedule_insert_many
+INSERT INTO tickwork.schedules (
+    namespace, name, revision, suspended, spec, fixed_delay, next_run_at, missed_before,
+    created_at, updated_at)
+SELECT %(namespace)s, u.name, u.revision, u.suspended, u.spec, u.fixed_delay, u.next_run_at,
+       u.missed_before, coalesce(%(now)s, now()), coalesce(%(now)s, now())
+FROM unnest(%(names)s::text[], %(revisions)s::integer[], %(suspended)s::boolean[],
+            %(specs)s::jsonb[], %(fixed_delays)s::interval[], %(next_run_ats)s::timestamptz[],
+            %(missed_befores)s::timestamptz[])
+     AS u(name, revision, suspended, spec, fixed_delay, next_run_at, missed_before);
+
+-- name: schedule_update_many
+-- Sync: changed or re-enabled definitions, fenced by the revision read under lock.
+UPDATE tickwork.schedules s
+SET revision = u.revision,
+    enabled = true,
+    suspended = u.suspended,
+    spec = u.spec,
+    fixed_delay = u.fixed_delay,
+    next_run_at = u.next_run_at,
+    missed_before = u.missed_before,
+    state = CASE WHEN u.reset_state THEN NULL ELSE s.state END,
+    state_job_id = CASE WHEN u.reset_state THEN NULL ELSE s.state_job_id END,
+    updated_at = coalesce(%(now)s, now())
+FROM unnest(%(names)s::text[], %(revisions)s::integer[], %(suspended)s::boolean[],
+            %(specs)s::jsonb[], %(fixed_delays)s::interval[], %(next_run_ats)s::timestamptz[],
+            %(missed_befores)s::timestamptz[], %(reset_states)s::boolean[])
+     AS u(name, revision, suspended, spec, fixed_delay, next_run_at, missed_before, reset_state)
+WHERE s.namespace = %(namespace)s AND s.name = u.name AND s.revision = u.revision - 1
+RETURNING s.name;
+
+-- name: schedule_disable_many
+-- Sync with pruning: definitions no longer listed stop firing; the rows stay.
+UPDATE tickwork.schedules
+SET enabled = false,
+    next_run_at = NULL,
+    revision = revision + 1,
+    updated_at = coalesce(%(now)s, now())
+WHERE namespace = %(namespace)s AND name = ANY(%(names)s::text[]) AND enabled
+RETURNING name;
+
+-- name: schedule_notify
+-- Wake the workers firing this namespace (delivered at commit).
+SELECT pg_notify('tickwork_schedules', %(namespace)s);
+
+-- name: schedule_claim_due
+-- Firing: lock up to %(limit)s due schedules of the offered namespaces; others skip them.
+SELECT namespace, name, revision, next_run_at, missed_before, state, coalesce(%(now)s, now())
+FROM tickwork.schedules
+WHERE enabled AND NOT suspended
+  AND next_run_at <= coalesce(%(now)s, now())
+  AND namespace = ANY(%(namespaces)s::text[])
+ORDER BY next_run_at
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED;
+
+-- name: schedule_specs
+-- The stored specs of some schedules (definitions not in the firing cache yet).
+SELECT s.namespace, s.name, s.revision, s.spec
+FROM tickwork.schedules s
+JOIN unnest(%(namespaces)s::text[], %(names)s::text[]) AS k(namespace, name)
+  ON s.namespace = k.namespace AND s.name = k.name;
+
+-- name: schedule_open_jobs
+-- Overlap policies: the pending and running jobs of some schedules.
+SELECT j.schedule_namespace, j.schedule_name,
+       count(*) FILTER (WHERE j.status = 'available'),
+       count(*) FILTER (WHERE j.status = 'running')
+FROM tickwork.jobs j
+JOIN unnest(%(namespaces)s::text[], %(names)s::text[]) AS k(namespace, name)
+  ON j.schedule_namespace = k.namespace AND j.schedule_name = k.name
+WHERE j.status IN ('available', 'running')
+GROUP BY j.schedule_namespace, j.schedule_name;
+
+-- name: schedule_cancel_open_jobs
+-- Replace: cancel the open jobs of some schedules (a running one notices at its next
+-- heartbeat). Jobs locked by someone else are left alone; the caller compares counts.
+WITH open AS (
+    SELECT j.id
+    FROM tickwork.jobs j
+    JOIN unnest(%(namespaces)s::text[], %(names)s::text[]) AS k(namespace, name)
+      ON j.schedule_namespace = k.namespace AND j.schedule_name = k.name
+    WHERE j.status IN ('available', 'running')
+    FOR UPDATE OF j SKIP LOCKED
+)
+UPDATE tickwork.jobs j
+SET status = 'cancelled',
+    finished_at = coalesce(%(now)s, now()),
+    lease_expires_at = NULL,
+    last_error = 'cancelled: replaced by a newer occurrence of its schedule',
+    version = j.version + 1
+FROM open
+WHERE j.id = open.id
+RETURNING j.schedule_namespace, j.schedule_name;
+
+-- name: schedule_insert_jobs
+-- The jobs of schedule occurrences (occurrence_at NULL: a manual trigger). An occurrence
+-- that already has a job is left alone; the rows returned are the jobs created.
+INSERT INTO tickwork.jobs (
+    kind, queue, payload, priority, run_at, max_attempts,
+    retry_base_seconds, retry_rate, retry_max_seconds, timeout_seconds, concurrency_key,
+    schedule_namespace, schedule_name, occurrence_at)
+SELECT u.kind, u.queue, u.payload, u.priority, coalesce(u.run_at, %(now)s, now()),
+       u.max_attempts, u.retry_base, u.retry_rate, u.retry_max, u.timeout, u.concurrency_key,
+       u.namespace, u.name, u.occurrence_at
+FROM unnest(%(kinds)s::text[], %(queues)s::text[], %(payloads)s::jsonb[],
+            %(priorities)s::smallint[], %(run_ats)s::timestamptz[], %(max_attempts)s::integer[],
+            %(retry_bases)s::double precision[], %(retry_rates)s::double precision[],
+            %(retry_maxes)s::double precision[], %(timeouts)s::double precision[],
+            %(concurrency_keys)s::text[], %(namespaces)s::text[], %(names)s::text[],
+            %(occurrences)s::timestamptz[])
+     AS u(kind, queue, payload, priority, run_at, max_attempts, retry_base, retry_rate,
+          retry_max, timeout, concurrency_key, namespace, name, occurrence_at)
+ON CONFLICT (schedule_namespace, schedule_name, occurrence_at)
+    WHERE occurrence_at IS NOT NULL
+    DO NOTHING
+RETURNING id, schedule_namespace, schedule_name, occurrence_at;
+
+-- name: schedule_advance
+-- Firing: move each schedule past the occurrences it settled, fenced by the revision read
+-- at claim; returns the schedules updated.
+UPDATE tickwork.schedules s
+SET next_run_at = a.next_run_at,
+    missed_before = a.missed_before,
+    last_occurrence_at = coalesce(a.last_occurrence_at, s.last_occurrence_at),
+    skipped_occurrences = s.skipped_occurrences + a.skipped,
+    last_job_id = coalesce(a.last_job_id, s.last_job_id),
+    last_job_status = CASE WHEN a.last_job_id IS NULL THEN s.last_job_status END
+FROM unnest(%(namespaces)s::text[], %(names)s::text[], %(revisions)s::integer[],
+            %(next_run_ats)s::timestamptz[], %(missed_befores)s::timestamptz[],
+            %(last_occurrences)s::timestamptz[], %(skipped)s::bigint[],
+            %(last_job_ids)s::bigint[])
+     AS a(namespace, name, revision, next_run_at, missed_before, last_occurrence_at, skipped,
+          last_job_id)
+WHERE s.namespace = a.namespace AND s.name = a.name AND s.revision = a.revision AND s.enabled
+RETURNING s.namespace, s.name;
+
+-- name: schedule_next_due
+-- The firing loop's alarm: the database's now and the earliest due time it fires.
+SELECT coalesce(%(now)s, now()),
+       (SELECT min(next_run_at) FROM tickwork.schedules
+        WHERE enabled AND NOT suspended AND namespace = ANY(%(namespaces)s::text[]));
+
+-- name: schedule_lock_one
+-- One schedule, locked (fire_schedule, backfill, trigger).
+SELECT revision, enabled, spec, state
+FROM tickwork.schedules
+WHERE namespace = %(namespace)s AND name = %(name)s
+FOR UPDATE;
+
+-- name: schedule_record_job
+-- A job was created for this schedule outside a firing pass (fire_schedule, trigger).
+UPDATE tickwork.schedules
+SET last_job_id = %(job_id)s,
+    last_job_status = NULL,
+    last_occurrence_at = CASE
+        WHEN %(occurrence_at)s::timestamptz IS NULL THEN last_occurrence_at
+        ELSE greatest(last_occurrence_at, %(occurrence_at)s::timestamptz) END
+WHERE namespace = %(namespace)s AND name = %(name)s;
+
+-- name: schedule_jobs_succeeded
+-- The worker's completion write, for the succeeded jobs among %(ids)s: each schedule's last
+-- success and status, its FixedDelay next run, and its carried state (the newest job's
+-- non-null return value). Schedule rows are locked in key order, so concurrent completions
+-- cannot deadlock on them.
+WITH finished AS (
+    SELECT j.id, j.schedule_namespace AS namespace, j.schedule_name AS name,
+           j.occurrence_at, j.finished_at, r.state
+    FROM tickwork.jobs j
+    JOIN unnest(%(ids)s::bigint[], %(states)s::jsonb[]) AS r(id, state) ON r.id = j.id
+    WHERE j.status = 'succeeded' AND j.schedule_name IS NOT NULL
+),
+per_schedule AS (
+    SELECT namespace, name,
+           max(finished_at) AS finished_at,
+           array_agg(id) AS ids,
+           bool_or(occurrence_at IS NOT NULL) AS timetable_job,
+           (array_agg(state ORDER BY id DESC) FILTER (WHERE state IS NOT NULL))[1] AS state,
+           max(id) FILTER (WHERE state IS NOT NULL) AS state_job_id
+    FROM finished
+    GROUP BY namespace, name
+),
+locked AS MATERIALIZED (
+    SELECT s.namespace, s.name
+    FROM tickwork.schedules s
+    JOIN per_schedule p ON s.namespace = p.namespace AND s.name = p.name
+    ORDER BY s.namespace, s.name
+    FOR UPDATE OF s
+)
+UPDATE tickwork.schedules s
+SET last_success_at = greatest(s.last_success_at, p.finished_at),
+    last_job_status = CASE WHEN s.last_job_id = ANY(p.ids) THEN 'succeeded'
+                           ELSE s.last_job_status END,
+    next_run_at = CASE WHEN s.fixed_delay IS NOT NULL AND s.next_run_at IS NULL AND s.enabled
+                            AND p.timetable_job
+                       THEN p.finished_at + s.fixed_delay
+                       ELSE s.next_run_at END,
+    state = CASE WHEN p.state_job_id > coalesce(s.state_job_id, 0) THEN p.state
+                 ELSE s.state END,
+    state_job_id = greatest(s.state_job_id, p.state_job_id)
+FROM per_schedule p
+JOIN locked l ON l.namespace = p.namespace AND l.name = p.name
+WHERE s.namespace = p.namespace AND s.name = p.name
+RETURNING CASE WHEN s.fixed_delay IS NOT NULL
+               THEN pg_notify('tickwork_schedules', s.namespace) END;
+
+-- name: schedule_list
+SELECT s.namespace, s.name, s.revision, s.enabled, s.suspended,
+       s.spec ->> 'schedule', s.spec ->> 'every', s.spec ->> 'timeZone',
+       s.next_run_at, s.last_occurrence_at, s.last_job_id,
+       coalesce(j.status, s.last_job_status), s.last_success_at, s.skipped_occurrences,
+       n.owner, s.spec, s.state, s.created_at, s.updated_at
+FROM tickwork.schedules s
+JOIN tickwork.schedule_namespaces n ON n.namespace = s.namespace
+LEFT JOIN tickwork.jobs j ON j.id = s.last_job_id
+WHERE (%(namespace)s::text IS NULL OR s.namespace = %(namespace)s)
+  AND (%(name)s::text IS NULL OR s.name = %(name)s)
+ORDER BY s.namespace, s.name;
