@@ -1,0 +1,87 @@
+"""Database fixtures for the whole suite.
+
+Each test process (each pytest-xdist worker too) starts one throwaway PostgreSQL server,
+unless ``TICKWORK_TEST_DATABASE_URL`` names a server to use instead. A template database is
+migrated once per process; every test that asks for ``database_url`` gets a fresh copy of it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
+
+from tickwork.db import migrate
+from tickwork.db.embedded import EmbeddedPostgres
+
+# Database names must not clash between xdist workers sharing TICKWORK_TEST_DATABASE_URL.
+_SUFFIX = f"_{worker}" if (worker := os.environ.get("PYTEST_XDIST_WORKER")) else ""
+_numbers = itertools.count(1)
+
+
+@contextmanager
+def _database(server_url: str, name: str, template: str) -> Iterator[str]:
+    """Create database ``name`` from ``template``, yield its conninfo, drop it after."""
+    ident = sql.Identifier(name)
+    with psycopg.connect(server_url, autocommit=True) as admin:
+        admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(ident))
+        admin.execute(
+            sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(ident, sql.Identifier(template))
+        )
+    try:
+        yield make_conninfo(server_url, dbname=name)
+    finally:
+        with psycopg.connect(server_url, autocommit=True) as admin:
+            admin.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(ident))
+
+
+@pytest.fixture(scope="session")
+def server_url() -> Iterator[str]:
+    """Conninfo of the maintenance database (``postgres``) of the server the tests use."""
+    if url := os.environ.get("TICKWORK_TEST_DATABASE_URL"):
+        yield url
+        return
+    # Not under pytest's tmp_path: its base directory is private (0700), and the server may run
+    # as the postgres user, which must reach this directory.
+    with tempfile.TemporaryDirectory(prefix="tickwork-test-pg-") as tmp:
+        os.chmod(tmp, 0o711)
+        with EmbeddedPostgres(Path(tmp), durable=False) as server:
+            yield server.conninfo
+
+
+@pytest.fixture(scope="session")
+def template_database(server_url: str) -> Iterator[str]:
+    """Name of a database migrated to the latest schema, the template of ``database_url``."""
+    name = f"tickwork_template{_SUFFIX}"
+    with _database(server_url, name, "template0") as url:
+        migrate.apply(url)
+        yield name
+
+
+@pytest.fixture
+def database_url(server_url: str, template_database: str) -> Iterator[str]:
+    """Conninfo of a fresh, fully migrated database of this test's own, dropped after."""
+    with _database(server_url, f"test{_SUFFIX}_{next(_numbers)}", template_database) as url:
+        yield url
+
+
+@pytest.fixture
+def empty_database_url(server_url: str) -> Iterator[str]:
+    """Conninfo of a fresh database with no tickwork schema at all, dropped after."""
+    with _database(server_url, f"empty{_SUFFIX}_{next(_numbers)}", "template0") as url:
+        yield url
+
+
+@pytest.fixture
+def conn(database_url: str) -> Iterator[psycopg.Connection]:
+    """An autocommit connection to ``database_url``."""
+    with psycopg.connect(database_url, autocommit=True) as connection:
+        yield connection

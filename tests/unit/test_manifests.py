@@ -1,0 +1,658 @@
+"""Schedule manifests: loading files and directories, every kind of bad input, and the CRD."""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+
+from tickwork.errors import TickworkError
+from tickwork.model import Backoff
+from tickwork.schedules.definition import (
+    MAX_INT,
+    ConcurrencyPolicy,
+    IntervalMode,
+    JobTemplate,
+    MisfirePolicy,
+    ScheduleDefinition,
+)
+from tickwork.schedules.manifests import (
+    ManifestError,
+    load_documents,
+    load_path,
+    target_namespace,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+CRD_PATH = ROOT / "crds" / "schedules.tickwork.io.yaml"
+EXAMPLES = ROOT / "examples" / "schedules"
+EXAMPLE_FILES = sorted(EXAMPLES.glob("*.yaml"))
+
+NIGHTLY = """\
+apiVersion: tickwork.io/v1
+kind: Schedule
+metadata: {name: nightly-report, namespace: billing}
+spec:
+  schedule: "0 3 * * *"
+  timeZone: Europe/London
+  suspend: false
+  concurrencyPolicy: Forbid
+  startingDeadlineSeconds: 300
+  misfirePolicy: Latest
+  catchUpLimit: 3
+  jitterSeconds: 0
+  job:
+    kind: report.nightly
+    queue: default
+    payload: {format: pdf}
+    priority: 0
+    maxAttempts: 5
+    retryPolicy: {baseDelaySeconds: 30, backoffRate: 1.5, maxDelaySeconds: 3600}
+    timeoutSeconds: 600
+    concurrencyKey: reports
+"""
+
+NIGHTLY_DEFINITION = ScheduleDefinition(
+    name="nightly-report",
+    schedule="0 3 * * *",
+    time_zone="Europe/London",
+    concurrency_policy=ConcurrencyPolicy.FORBID,
+    starting_deadline_seconds=300,
+    misfire_policy=MisfirePolicy.LATEST,
+    catch_up_limit=3,
+    job=JobTemplate(
+        kind="report.nightly",
+        payload={"format": "pdf"},
+        max_attempts=5,
+        retry=Backoff(base=30, rate=1.5, max=3600),
+        timeout_seconds=600,
+        concurrency_key="reports",
+    ),
+)
+
+
+def schedule(name: str, spec: str = "every: 30s\njob: {kind: poll}", **metadata: str) -> str:
+    """One Schedule document, with ``spec`` given as YAML text."""
+    fields = "".join(f", {key}: {value}" for key, value in metadata.items())
+    body = textwrap.indent(spec, "  ")
+    head = f"apiVersion: tickwork.io/v1\nkind: Schedule\nmetadata: {{name: {name}{fields}}}\n"
+    return f"{head}spec:\n{body}\n"
+
+
+def error_of(text: str, source: str = "s.yaml", **options: Any) -> str:
+    with pytest.raises(ManifestError) as caught:
+        load_documents(text, source, **options)
+    assert isinstance(caught.value, TickworkError)
+    assert "\n" not in str(caught.value)
+    return str(caught.value)
+
+
+def write(directory: Path, relative: str, text: str) -> Path:
+    path = directory / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+# --- loading -----------------------------------------------------------------------------
+
+
+def test_a_full_manifest_loads() -> None:
+    assert load_documents(NIGHTLY, "nightly.yaml") == [NIGHTLY_DEFINITION]
+
+
+def test_multi_document_text_keeps_document_order_and_skips_empty_documents() -> None:
+    text = "---\n" + schedule("b") + "---\n# only a comment\n---\n" + schedule("a") + "---\n"
+    assert [d.name for d in load_documents(text, "s.yaml")] == ["b", "a"]
+
+
+def test_status_is_ignored() -> None:
+    text = schedule("a") + "status: {revision: 3, anything: [1, 2]}\n"
+    assert load_documents(text, "s.yaml")[0].name == "a"
+
+
+@pytest.mark.parametrize(
+    ("api_version", "kind"), [("v1", "List"), ("tickwork.io/v1", "ScheduleList")]
+)
+def test_list_documents(api_version: str, kind: str) -> None:
+    items = [yaml.safe_load(schedule(name)) for name in ("x", "y")]
+    text = yaml.safe_dump({"apiVersion": api_version, "kind": kind, "items": items})
+    assert [d.name for d in load_documents(text, "list.yaml")] == ["x", "y"]
+
+
+def test_dates_stay_strings_as_the_kubernetes_api_reads_them() -> None:
+    text = schedule("a", "every: 30s\njob: {kind: k, payload: {day: 2026-12-01}}")
+    assert load_documents(text, "s.yaml")[0].job.payload == {"day": "2026-12-01"}
+
+
+def test_yaml_one_one_booleans_and_plain_cron_text() -> None:
+    text = schedule("a", "schedule: 0 3 * * *\nsuspend: yes\njob: {kind: k}")
+    [definition] = load_documents(text, "s.yaml")
+    assert definition.schedule == "0 3 * * *"
+    assert definition.suspend is True
+
+
+def test_interval_manifest() -> None:
+    text = schedule("poll", "every: 1h30m\nintervalMode: FixedDelay\njob: {kind: poll}")
+    [definition] = load_documents(text, "s.yaml")
+    assert definition.every == timedelta(minutes=90)
+    assert definition.interval_mode is IntervalMode.FIXED_DELAY
+
+
+def test_load_a_file(tmp_path: Path) -> None:
+    path = write(tmp_path, "nightly.yaml", NIGHTLY)
+    assert load_path(path) == [NIGHTLY_DEFINITION]
+    assert load_path(str(path)) == [NIGHTLY_DEFINITION]
+
+
+def test_an_explicit_file_loads_whatever_its_suffix(tmp_path: Path) -> None:
+    path = write(tmp_path, "schedules.txt", schedule("a"))
+    assert [d.name for d in load_path(path)] == ["a"]
+
+
+def test_load_a_directory_recursively_in_sorted_order(tmp_path: Path) -> None:
+    write(tmp_path, "b.yaml", schedule("b1") + "---\n" + schedule("b2"))
+    write(tmp_path, "a.yml", schedule("a"))
+    write(tmp_path, "sub/c.yaml", schedule("c"))
+    write(tmp_path, "sub/deeper/d.yaml", schedule("d"))
+    write(tmp_path, "README.md", "not yaml")
+    write(tmp_path, "notes.json", "{}")
+    names = [d.name for d in load_path(tmp_path)]
+    assert names == ["a", "b1", "b2", "c", "d"]
+
+
+def test_hidden_files_and_directories_are_skipped(tmp_path: Path) -> None:
+    # A mounted ConfigMap: real files under ..2026_01_01/, ..data links to it, and the
+    # visible names link through ..data. Each schedule must load once.
+    real = write(tmp_path, "..2026_01_01/a.yaml", schedule("a"))
+    (tmp_path / "..data").symlink_to(real.parent.name)
+    (tmp_path / "a.yaml").symlink_to("..data/a.yaml")
+    write(tmp_path, ".hidden.yaml", "not: [valid")
+    write(tmp_path, ".git/config.yaml", "not: [valid")
+    assert [d.name for d in load_path(tmp_path)] == ["a"]
+
+
+def test_namespace_option_accepts_matching_and_unnamed_namespaces() -> None:
+    text = (
+        schedule("a", namespace="billing")
+        + "---\n"
+        + schedule("b")
+        + "---\n"
+        + schedule("c", "every: 1m\nscheduleNamespace: billing\njob: {kind: k}", namespace="x")
+    )
+    assert len(load_documents(text, "s.yaml", namespace="billing")) == 3
+    assert len(load_documents(text, "s.yaml")) == 3
+
+
+def test_target_namespace() -> None:
+    document = yaml.safe_load(schedule("a", namespace="team"))
+    assert target_namespace(document) == "team"
+    document["spec"]["scheduleNamespace"] = "team-prod"
+    assert target_namespace(document) == "team-prod"
+    assert target_namespace(yaml.safe_load(schedule("a"))) is None
+
+
+# --- bad input ---------------------------------------------------------------------------
+
+BAD_DOCUMENTS: list[tuple[str, str]] = [
+    # (text, the complete message for source "s.yaml")
+    (
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n",
+        "s.yaml: document 1: not a tickwork.io/v1 Schedule (apiVersion: 'v1', kind: 'ConfigMap')",
+    ),
+    (
+        schedule("a").replace("tickwork.io/v1", "tickwork.io/v2"),
+        "s.yaml: document 1: not a tickwork.io/v1 Schedule"
+        " (apiVersion: 'tickwork.io/v2', kind: 'Schedule')",
+    ),
+    (
+        "kind: Schedule\nmetadata: {name: a}\nspec: {every: 1m, job: {kind: k}}\n",
+        "s.yaml: document 1: not a tickwork.io/v1 Schedule (apiVersion: None, kind: 'Schedule')",
+    ),
+    ("- 1\n- 2\n", "s.yaml: document 1: must be a mapping, not list"),
+    (
+        "apiVersion: tickwork.io/v1\nkind: Schedule\nspec: {every: 1m, job: {kind: k}}\n",
+        "s.yaml: document 1: metadata: is required and must be a mapping",
+    ),
+    (
+        "apiVersion: tickwork.io/v1\nkind: Schedule\nmetadata: {namespace: a}\nspec: {}\n",
+        "s.yaml: document 1: metadata.name: is required and must be a string",
+    ),
+    (
+        schedule("a") + "extra: true\n",
+        "s.yaml: document 1: extra: unknown field",
+    ),
+    (
+        "apiVersion: tickwork.io/v1\nkind: Schedule\nmetadata: {name: a}\n",
+        "s.yaml: document 1: Schedule 'a': spec: is required",
+    ),
+    (
+        schedule("a", "every: 30s\nsuspended: true\njob: {kind: k}"),
+        "s.yaml: document 1: Schedule 'a': spec.suspended: unknown field",
+    ),
+    (
+        schedule("a", "every: 30s\njob: {kind: k, retryPolicy: {base: 1}}"),
+        "s.yaml: document 1: Schedule 'a': spec.job.retryPolicy.base: unknown field",
+    ),
+    (
+        schedule("a", "every: 30\njob: {kind: k}"),
+        "s.yaml: document 1: Schedule 'a': spec.every: must be a string, not a number (30)",
+    ),
+    (
+        schedule("a", "every: 30s\njob: {kind: k, maxAttempts: many}"),
+        "s.yaml: document 1: Schedule 'a': spec.job.maxAttempts: must be an integer,"
+        " not a string ('many')",
+    ),
+    (
+        schedule("a", "every: 30s\nconcurrencyPolicy: Never\njob: {kind: k}"),
+        "s.yaml: document 1: Schedule 'a': spec.concurrencyPolicy: must be one of"
+        " Allow, Forbid, BufferOne, Replace, not 'Never'",
+    ),
+    (
+        schedule("a", "every: 30s\njob: {kind: k, priority: -1}"),
+        "s.yaml: document 1: Schedule 'a': spec.job.priority: must be >= 0, not -1",
+    ),
+    (
+        schedule("a", "every: 30s\nschedule: '@daily'\njob: {kind: k}"),
+        "s.yaml: document 1: Schedule 'a': spec: set exactly one of spec.schedule"
+        " or spec.every (both are set)",
+    ),
+    (
+        schedule("a", "job: {kind: k}"),
+        "s.yaml: document 1: Schedule 'a': spec: set exactly one of spec.schedule"
+        " or spec.every (neither is set)",
+    ),
+    (
+        schedule("Nightly"),
+        "s.yaml: document 1: Schedule 'Nightly': metadata.name: must be lowercase letters,"
+        " digits, '-' and '.', starting and ending with a letter or digit",
+    ),
+    (
+        schedule("a") + "---\n" + schedule("b") + "---\n" + schedule("a"),
+        "s.yaml: document 3: Schedule 'a': metadata.name: duplicate name,"
+        " first defined at s.yaml: document 1",
+    ),
+    (
+        "apiVersion: v1\nkind: List\nitems:\n- "
+        + schedule("a", "every: 1\njob: {kind: k}").replace("\n", "\n  "),
+        "s.yaml: document 1: items[0]: Schedule 'a': spec.every: must be a string,"
+        " not a number (1)",
+    ),
+    (
+        "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Secret\n",
+        "s.yaml: document 1: items[0]: not a tickwork.io/v1 Schedule"
+        " (apiVersion: 'v1', kind: 'Secret')",
+    ),
+    (
+        "apiVersion: tickwork.io/v1\nkind: List\nitems: []\n",
+        "s.yaml: document 1: apiVersion: must be 'v1' for a List",
+    ),
+    ("apiVersion: v1\nkind: List\nitems: {}\n", "s.yaml: document 1: items: must be a list"),
+    ("", "s.yaml: no Schedule documents found"),
+    ("# nothing here\n---\n", "s.yaml: no Schedule documents found"),
+    ("apiVersion: v1\nkind: List\nitems: []\n", "s.yaml: no Schedule documents found"),
+]
+
+
+@pytest.mark.parametrize(("text", "message"), BAD_DOCUMENTS)
+def test_bad_documents(text: str, message: str) -> None:
+    assert error_of(text) == message
+
+
+def test_the_reason_of_an_invalid_value_is_passed_through() -> None:
+    text = schedule("ok") + "---\n" + schedule("nightly", "schedule: 61 3 * * *\njob: {kind: k}")
+    message = error_of(text, "examples/schedules/bad.yaml")
+    prefix = "examples/schedules/bad.yaml: document 2: Schedule 'nightly': spec.schedule: "
+    assert message.startswith(prefix)
+    assert "minute" in message and "61" in message
+
+
+@pytest.mark.parametrize(
+    ("spec", "field"),
+    [
+        ("every: soon\njob: {kind: k}", "spec.every"),
+        ("schedule: '@daily'\ntimeZone: Mars/Base\njob: {kind: k}", "spec.timeZone"),
+        ("every: 10s\njitterSeconds: 10\njob: {kind: k}", "spec.jitterSeconds"),
+        ("every: 10s\njob: {kind: k, payload: !!binary aGVsbG8=}", "spec.job.payload"),
+        ("every: 10s\njob: {kind: k, payload: {a: !!timestamp 2026-01-01}}", "spec.job.payload.a"),
+        ("every: 10s\njob: {kind: k, payload: {1: one}}", "spec.job.payload"),
+    ],
+)
+def test_invalid_values_name_their_field(spec: str, field: str) -> None:
+    assert error_of(schedule("a", spec)).startswith(f"s.yaml: document 1: Schedule 'a': {field}: ")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            schedule("a") + "spec: [\n",
+            "s.yaml: invalid YAML at line 8, column 1:"
+            " expected the node content, but found '<stream end>'",
+        ),
+        (
+            "apiVersion: tickwork.io/v1\nkind: Schedule\n  metadata: x\n",
+            "s.yaml: invalid YAML at line 3, column 11: mapping values are not allowed here",
+        ),
+        (
+            schedule("a", "every: 30s\nevery: 1m\njob: {kind: k}"),
+            "s.yaml: invalid YAML at line 6, column 3: duplicate key 'every'",
+        ),
+    ],
+)
+def test_yaml_errors_name_the_line(text: str, message: str) -> None:
+    assert error_of(text) == message
+
+
+def test_a_namespace_mismatch_is_an_error() -> None:
+    assert error_of(schedule("a", namespace="ops"), namespace="billing") == (
+        "s.yaml: document 1: Schedule 'a': belongs to namespace 'ops', not 'billing'"
+    )
+    spec = "every: 1m\nscheduleNamespace: ops\njob: {kind: k}"
+    assert error_of(schedule("b", spec, namespace="billing"), namespace="billing") == (
+        "s.yaml: document 1: Schedule 'b': belongs to namespace 'ops', not 'billing'"
+    )
+
+
+def test_duplicate_names_across_files_name_both_files(tmp_path: Path) -> None:
+    write(tmp_path, "a.yaml", schedule("x") + "---\n" + schedule("nightly"))
+    write(tmp_path, "b/c.yaml", schedule("nightly"))
+    with pytest.raises(ManifestError) as caught:
+        load_path(tmp_path)
+    assert str(caught.value) == (
+        f"{tmp_path}/b/c.yaml: document 1: Schedule 'nightly': metadata.name: duplicate name,"
+        f" first defined at {tmp_path}/a.yaml: document 2"
+    )
+
+
+def test_the_first_problem_in_sorted_order_is_reported(tmp_path: Path) -> None:
+    write(tmp_path, "b.yaml", schedule("b", "every: bad\njob: {kind: k}"))
+    write(tmp_path, "a.yaml", schedule("a", "every: 1m\njob: {kind: k, priority: -5}"))
+    with pytest.raises(ManifestError) as caught:
+        load_path(tmp_path)
+    assert str(caught.value).startswith(f"{tmp_path}/a.yaml: document 1: Schedule 'a': ")
+
+
+def not_utf8(root: Path) -> Path:
+    (root / "latin1.yaml").write_bytes("name: caf\xe9\n".encode("latin-1"))
+    return root
+
+
+@pytest.mark.parametrize(
+    ("setup", "message"),
+    [
+        (lambda root: root / "missing.yaml", "{path}: no such file or directory"),
+        (lambda root: root, "{path}: no *.yaml or *.yml files found"),
+        (
+            lambda root: write(root, "notes.md", "# hi").parent,
+            "{path}: no *.yaml or *.yml files found",
+        ),
+        (
+            lambda root: write(root, "sub/empty.yaml", "# nothing\n").parent.parent,
+            "{path}: no Schedule documents found",
+        ),
+        (not_utf8, "{path}/latin1.yaml: cannot read: 'utf-8' codec can't decode"),
+    ],
+)
+def test_path_errors(tmp_path: Path, setup: Callable[[Path], Path], message: str) -> None:
+    path = setup(tmp_path)
+    with pytest.raises(ManifestError) as caught:
+        load_path(path)
+    assert str(caught.value).startswith(message.format(path=path))
+
+
+# --- the CRD and the examples ------------------------------------------------------------
+
+
+def crd() -> dict[str, Any]:
+    document: dict[str, Any] = yaml.safe_load(CRD_PATH.read_text())
+    return document
+
+
+def crd_version() -> dict[str, Any]:
+    [version] = crd()["spec"]["versions"]
+    return version  # type: ignore[no-any-return]
+
+
+def openapi_schema() -> dict[str, Any]:
+    return crd_version()["schema"]["openAPIV3Schema"]  # type: ignore[no-any-return]
+
+
+def to_json_schema(node: dict[str, Any]) -> dict[str, Any]:
+    """The CRD's OpenAPI v3 schema as JSON Schema, strict about unknown fields like the API server.
+
+    ``x-kubernetes-*`` keys are dropped (CEL rules are checked by ``cel_rules`` below).
+    """
+    out = {
+        key: value
+        for key, value in node.items()
+        if not key.startswith("x-kubernetes-") and key not in ("nullable", "properties", "items")
+    }
+    if "properties" in node:
+        out["properties"] = {k: to_json_schema(v) for k, v in node["properties"].items()}
+        if not node.get("x-kubernetes-preserve-unknown-fields"):
+            out["additionalProperties"] = False
+    if "items" in node:
+        out["items"] = to_json_schema(node["items"])
+    if node.get("nullable") and "type" in node:
+        out["type"] = [node["type"], "null"]
+    if node.get("exclusiveMinimum") is True:
+        out["exclusiveMinimum"] = out.pop("minimum")
+    return out
+
+
+# The CEL rules of the CRD, re-stated in Python so that examples and bad manifests can be checked
+# against them; a rule changed in the CRD must be changed here too (test_cel_rules_are_known).
+CEL_RULES: dict[str, Callable[[dict[str, Any]], bool]] = {
+    "has(self.schedule) != has(self.every)": lambda s: ("schedule" in s) != ("every" in s),
+    "!has(self.intervalMode) || has(self.every)": lambda s: "intervalMode" not in s or "every" in s,
+    "self.maxDelaySeconds >= self.baseDelaySeconds": lambda r: (
+        r.get("maxDelaySeconds", 3600) >= r.get("baseDelaySeconds", 30)
+    ),
+}
+
+
+def cel_rules(document: dict[str, Any]) -> list[str]:
+    """The messages of the CRD's CEL rules that ``document`` breaks."""
+    schema = openapi_schema()["properties"]["spec"]
+    spec = document.get("spec", {})
+    retry_schema = schema["properties"]["job"]["properties"]["retryPolicy"]
+    targets = [(schema, spec), (retry_schema, spec.get("job", {}).get("retryPolicy"))]
+    return [
+        rule["message"]
+        for node, value in targets
+        if value is not None
+        for rule in node.get("x-kubernetes-validations", [])
+        if not CEL_RULES[rule["rule"]](value)
+    ]
+
+
+def schema_errors(document: dict[str, Any]) -> list[str]:
+    validator = jsonschema.Draft202012Validator(to_json_schema(openapi_schema()))
+    found = [error.message for error in validator.iter_errors(document)]
+    return found + cel_rules(document)
+
+
+def test_the_examples_exist() -> None:
+    assert 3 <= len(EXAMPLE_FILES) <= 4
+
+
+@pytest.mark.parametrize("path", EXAMPLE_FILES, ids=lambda p: p.name)
+def test_each_example_loads_and_matches_the_crd(path: Path) -> None:
+    [definition] = load_path(path)
+    definition.validate("examples")
+    [document] = yaml.safe_load_all(path.read_text())
+    assert schema_errors(document) == []
+    assert path.read_text().startswith("#"), "each example explains itself"
+
+
+def test_the_examples_directory_loads() -> None:
+    definitions = load_path(EXAMPLES)
+    kinds = {d.job.kind for d in definitions}
+    assert kinds == {"examples.hello", "examples.flaky", "examples.report", "examples.slow"}
+
+
+@pytest.mark.parametrize(
+    "definition",
+    [
+        NIGHTLY_DEFINITION,
+        ScheduleDefinition(name="p", job=JobTemplate(kind="k", payload=None), every=timedelta(90)),
+        ScheduleDefinition(
+            name="p",
+            job=JobTemplate(kind="k", payload=[1, "a"], timeout_seconds=0.25),
+            every=timedelta(seconds=1.5),
+            interval_mode=IntervalMode.FIXED_DELAY,
+        ),
+    ],
+)
+def test_every_canonical_spec_matches_the_crd(definition: ScheduleDefinition) -> None:
+    document = {
+        "apiVersion": "tickwork.io/v1",
+        "kind": "Schedule",
+        "metadata": {"name": definition.name},
+        "spec": definition.to_spec(),
+    }
+    assert schema_errors(document) == []
+
+
+def manifest(**spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "tickwork.io/v1",
+        "kind": "Schedule",
+        "metadata": {"name": "a"},
+        "spec": {"every": "30s", "job": {"kind": "k"}, **spec},
+    }
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        manifest(suspend="no"),
+        manifest(concurrencyPolicy="forbid"),
+        manifest(misfirePolicy="Sometimes"),
+        manifest(intervalMode="Fixed"),
+        manifest(every="30"),
+        manifest(every="1 minute"),
+        manifest(startingDeadlineSeconds=0),
+        manifest(catchUpLimit=0),
+        manifest(jitterSeconds=-1),
+        manifest(jitterSeconds=MAX_INT + 1),
+        manifest(timeZone=""),
+        manifest(scheduleNamespace=""),
+        manifest(unknown=1),
+        manifest(job={"queue": "q"}),
+        manifest(job={"kind": ""}),
+        manifest(job={"kind": "k", "priority": -1}),
+        manifest(job={"kind": "k", "priority": 1.5}),
+        manifest(job={"kind": "k", "maxAttempts": 0}),
+        manifest(job={"kind": "k", "timeoutSeconds": 0}),
+        manifest(job={"kind": "k", "retryPolicy": {"backoffRate": 0.5}}),
+        manifest(job={"kind": "k", "retryPolicy": {"baseDelaySeconds": 10, "maxDelaySeconds": 5}}),
+        manifest(job={"kind": "k", "attempts": 3}),
+        manifest(schedule="@daily"),
+        {**manifest(), "spec": {"job": {"kind": "k"}}},
+        {
+            **manifest(),
+            "spec": {"schedule": "@daily", "intervalMode": "FixedRate", "job": {"kind": "k"}},
+        },
+        {k: v for k, v in manifest().items() if k != "spec"},
+    ],
+)
+def test_invalid_manifests_are_rejected_by_the_crd_and_by_the_loader(
+    document: dict[str, Any],
+) -> None:
+    assert schema_errors(document) != []
+    with pytest.raises(ManifestError):
+        load_documents(yaml.safe_dump(document), "bad.yaml")
+
+
+def test_cel_rules_are_known() -> None:
+    spec = openapi_schema()["properties"]["spec"]
+    retry = spec["properties"]["job"]["properties"]["retryPolicy"]
+    rules = {rule["rule"] for node in (spec, retry) for rule in node["x-kubernetes-validations"]}
+    assert rules == set(CEL_RULES)
+
+
+def test_crd_identity() -> None:
+    document = crd()
+    assert document["apiVersion"] == "apiextensions.k8s.io/v1"
+    assert document["metadata"]["name"] == "schedules.tickwork.io"
+    spec = document["spec"]
+    assert spec["group"] == "tickwork.io"
+    assert spec["scope"] == "Namespaced"
+    assert spec["names"]["kind"] == "Schedule"
+    assert spec["names"]["listKind"] == "ScheduleList"
+    assert spec["names"]["plural"] == "schedules"
+    assert "tws" in spec["names"]["shortNames"]
+    version = crd_version()
+    assert (version["name"], version["served"], version["storage"]) == ("v1", True, True)
+    assert version["subresources"] == {"status": {}}
+
+
+def test_the_crd_is_a_valid_kubernetes_object() -> None:
+    kubernetes_validate = pytest.importorskip("kubernetes_validate")
+    kubernetes_validate.validate(crd(), "1.33.0", strict=True)
+
+
+def test_printer_columns() -> None:
+    columns = {c["name"]: c for c in crd_version()["additionalPrinterColumns"]}
+    main = [name for name, c in columns.items() if not c.get("priority")]
+    assert main == ["Schedule", "Every", "Suspend", "Revision", "Next Run", "Last Schedule", "Age"]
+    assert columns["Next Run"]["jsonPath"] == ".status.nextRunTime"
+    assert columns["Age"]["jsonPath"] == ".metadata.creationTimestamp"
+
+
+def test_crd_fields_are_the_spec_fields() -> None:
+    spec = openapi_schema()["properties"]["spec"]
+    full = ScheduleDefinition.from_spec(
+        "a", {**NIGHTLY_DEFINITION.to_spec(), "schedule": None, "every": "1m"}
+    ).to_spec()
+    assert set(spec["properties"]) == {*full, "schedule", "scheduleNamespace"}
+    job = spec["properties"]["job"]
+    assert set(job["properties"]) == set(full["job"])
+    assert set(job["properties"]["retryPolicy"]["properties"]) == set(full["job"]["retryPolicy"])
+    assert spec["required"] == ["job"]
+    assert job["required"] == ["kind"]
+    assert job["properties"]["payload"]["x-kubernetes-preserve-unknown-fields"] is True
+
+
+def test_crd_enums_and_defaults_are_the_definition_ones() -> None:
+    spec = openapi_schema()["properties"]["spec"]["properties"]
+    assert spec["concurrencyPolicy"]["enum"] == [p.value for p in ConcurrencyPolicy]
+    assert spec["misfirePolicy"]["enum"] == [p.value for p in MisfirePolicy]
+    assert spec["intervalMode"]["enum"] == [p.value for p in IntervalMode]
+    defaults = ScheduleDefinition(name="a", job=JobTemplate(kind="k"), schedule="@daily").to_spec()
+    crd_defaults = {key: node["default"] for key, node in spec.items() if "default" in node}
+    assert crd_defaults == {k: v for k, v in defaults.items() if k not in ("schedule", "job")}
+    job = spec["job"]["properties"]
+    job_defaults = {key: node["default"] for key, node in job.items() if "default" in node}
+    assert job_defaults == {
+        k: v for k, v in defaults["job"].items() if k not in ("kind", "payload")
+    }
+    retry = job["retryPolicy"]["properties"]
+    assert {key: node["default"] for key, node in retry.items()} == {
+        "baseDelaySeconds": Backoff().base,
+        "backoffRate": Backoff().rate,
+        "maxDelaySeconds": Backoff().max,
+    }
+
+
+def test_crd_status_fields() -> None:
+    status = openapi_schema()["properties"]["status"]["properties"]
+    assert set(status) == {
+        "observedGeneration",
+        "revision",
+        "nextRunTime",
+        "lastScheduleTime",
+        "lastSuccessfulTime",
+        "active",
+        "skippedOccurrences",
+        "conditions",
+    }
+    assert status["conditions"]["x-kubernetes-list-map-keys"] == ["type"]
