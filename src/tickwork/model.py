@@ -51,9 +51,10 @@ class Backoff:
         """Seconds to wait before the next attempt, after ``attempt`` failed (1-based)."""
         exponent = max(attempt - 1, 0)
         try:
-            value = self.base * self.rate**exponent
+            # float: an int rate must not build a huge integer for a huge attempt number.
+            value = self.base * float(self.rate) ** exponent
         except OverflowError:
-            return self.max
+            return self.max if self.base > 0 else 0.0
         return min(value, self.max)
 
 

@@ -36,15 +36,18 @@ def describe(exc: BaseException) -> str:
 
 async def execute(job: Job, task: Task, threads: ThreadPoolExecutor) -> Outcome:
     timeout = job.timeout if job.timeout is not None else task.timeout
+    deadline = asyncio.timeout(timeout)
     try:
-        if task.is_async:
-            awaitable: Any = task.function(job)
-        else:
-            awaitable = asyncio.get_running_loop().run_in_executor(threads, task.function, job)
-        if timeout is None:
-            return Succeeded(await awaitable)
-        return Succeeded(await asyncio.wait_for(awaitable, timeout))
-    except TimeoutError:
-        return Failed(f"timed out after {timeout:g}s")
+        async with deadline:
+            if task.is_async:
+                result = await task.function(job)
+            else:
+                loop = asyncio.get_running_loop()
+                result = await loop.run_in_executor(threads, task.function, job)
+        return Succeeded(result)
+    except TimeoutError as exc:
+        if deadline.expired():
+            return Failed(f"timed out after {timeout:g}s")
+        return Failed(describe(exc))  # the task's own TimeoutError: its error, not ours
     except Exception as exc:
         return Failed(describe(exc))

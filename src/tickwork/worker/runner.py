@@ -73,7 +73,11 @@ class Worker:
         self._room = asyncio.Event()
         self._stopping = asyncio.Event()
         self._closing = False
-        self._threads = ThreadPoolExecutor(settings.concurrency, thread_name_prefix="tickwork-task")
+        # Spare threads: a sync task that outlives its timeout keeps its thread (Python cannot
+        # kill threads); the slots still bound how many tasks run at once.
+        self._threads = ThreadPoolExecutor(
+            2 * settings.concurrency, thread_name_prefix="tickwork-task"
+        )
         self._pool: Pool | None = None
         self.started = asyncio.Event()
         self.failed = False

@@ -70,19 +70,24 @@ chosen AS (
           SELECT 1 FROM tickwork.jobs running
           WHERE running.concurrency_key = k.concurrency_key AND running.status = 'running')
       AND pg_try_advisory_xact_lock(hashtextextended('tickwork:' || k.concurrency_key, 0))
+),
+claimed AS (
+    UPDATE tickwork.jobs j
+    SET status = 'running',
+        attempt = j.attempt + 1,
+        picked_by = %(worker)s,
+        started_at = coalesce(%(now)s, now()),
+        lease_expires_at = coalesce(%(now)s, now()) + make_interval(secs => %(lease_seconds)s),
+        version = j.version + 1
+    WHERE j.id = ANY(ARRAY(SELECT id FROM chosen))
+    RETURNING j.id, j.kind, j.queue, j.payload, j.priority, j.run_at, j.attempt, j.max_attempts,
+              j.version, j.retry_base_seconds, j.retry_rate, j.retry_max_seconds,
+              j.timeout_seconds, j.concurrency_key, j.unique_key, j.schedule_namespace,
+              j.schedule_name, j.occurrence_at, j.lease_expires_at
 )
-UPDATE tickwork.jobs j
-SET status = 'running',
-    attempt = j.attempt + 1,
-    picked_by = %(worker)s,
-    started_at = coalesce(%(now)s, now()),
-    lease_expires_at = coalesce(%(now)s, now()) + make_interval(secs => %(lease_seconds)s),
-    version = j.version + 1
-WHERE j.id = ANY(ARRAY(SELECT id FROM chosen))
-RETURNING j.id, j.kind, j.queue, j.payload, j.priority, j.run_at, j.attempt, j.max_attempts,
-          j.version, j.retry_base_seconds, j.retry_rate, j.retry_max_seconds, j.timeout_seconds,
-          j.concurrency_key, j.unique_key, j.schedule_namespace, j.schedule_name,
-          j.occurrence_at, j.lease_expires_at;
+-- Handed over in claim order (UPDATE ... RETURNING has none): the worker starts its batch
+-- highest priority first.
+SELECT * FROM claimed ORDER BY priority DESC, run_at, id;
 
 -- name: job_extend_leases
 -- Heartbeat: extend the leases of the jobs this worker still owns. A job missing from the
