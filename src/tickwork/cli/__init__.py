@@ -1,0 +1,74 @@
+"""The ``tickwork`` command, and the only place that reads argv and the environment.
+
+Each module of this package that defines ``register(subcommands)`` adds its subcommands
+(see :mod:`tickwork.cli.common`), so a new command is a new module and no change here.
+Every failure ends as one line on stderr: exit status 2 for a wrong command line or setting,
+1 for anything else, never a traceback.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import os
+import pkgutil
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from types import ModuleType
+
+import psycopg
+
+from tickwork.cli import common
+from tickwork.errors import ConfigurationError, InvalidInput, TickworkError
+
+_NO_SCHEMA = (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName)
+
+
+def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> int:
+    args_given = sys.argv[1:] if argv is None else argv
+    environment = os.environ if env is None else env
+    try:
+        args = build_parser().parse_args(args_given)
+        return int(args.handler(args, environment))
+    except (ConfigurationError, InvalidInput) as exc:
+        return _fail(str(exc), 2)
+    except TickworkError as exc:
+        return _fail(str(exc), 1)
+    except _NO_SCHEMA as exc:
+        return _fail(f"{_first_line(exc)}: run `tickwork migrate` first", 1)
+    except psycopg.Error as exc:
+        return _fail(f"database error: {_first_line(exc)}", 1)
+    except KeyboardInterrupt:
+        return 130
+
+
+def build_parser() -> common.Parser:
+    parser = common.Parser(
+        prog="tickwork",
+        description="Recurring and one-off jobs on PostgreSQL, with no leader.",
+    )
+    parser.add_argument(
+        "--version", action="version", version=importlib.metadata.version("tickwork")
+    )
+    common.add_database_url(parser)
+    subcommands = parser.add_subparsers(metavar="COMMAND", required=True)
+    for module in _command_modules():
+        module.register(subcommands)
+    return parser
+
+
+def _command_modules() -> Iterator[ModuleType]:
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda info: info.name):
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        if hasattr(module, "register"):
+            yield module
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
+
+
+def _fail(message: str, status: int) -> int:
+    print(f"tickwork: error: {' '.join(message.split())}", file=sys.stderr)
+    return status

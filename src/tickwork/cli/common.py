@@ -1,0 +1,150 @@
+"""What every subcommand shares: the argument parser class, the database URL, ``-o``, the
+actor of audited actions, and reading times from the command line.
+
+A command module exposes ``register(subcommands)``, adding its parsers and setting
+``handler`` on each: ``handler(args, env) -> exit status``, where ``env`` is the process
+environment as read once by :func:`tickwork.cli.main`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import socket
+from collections.abc import Mapping
+from datetime import datetime
+from typing import NoReturn, TypeAlias
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict
+
+from tickwork import logs
+from tickwork.errors import ConfigurationError, DatabaseUnavailable
+
+Env = Mapping[str, str]
+Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+DATABASE_URL_ENV = "TICKWORK_DATABASE_URL"
+LOG_FORMAT_ENV = "TICKWORK_LOG_FORMAT"
+LOG_LEVEL_ENV = "TICKWORK_LOG_LEVEL"
+LOG_FORMATS = ("text", "json")
+LOG_LEVELS = ("debug", "info", "warning", "error")
+CONNECT_TIMEOUT_SECONDS = 10
+
+_LIBPQ_PREFIX = re.compile(
+    r"^connection (?:failed|is bad): (?:connection to server [^:]*? failed: )?"
+)
+
+
+class UsageError(ConfigurationError):
+    """The command line itself is wrong (exit status 2)."""
+
+
+class Parser(argparse.ArgumentParser):
+    """An argument parser that raises instead of printing usage and exiting, so that every
+    mistake ends as one line on stderr."""
+
+    def error(self, message: str) -> NoReturn:
+        subcommand = self.prog.partition(" ")[2]
+        raise UsageError(f"{subcommand}: {message}" if subcommand else message)
+
+
+def add_database_url(parser: argparse.ArgumentParser) -> None:
+    """``--database-url``; given before or after the subcommand name."""
+    parser.add_argument(
+        "--database-url",
+        default=argparse.SUPPRESS,
+        metavar="URL",
+        help=f"libpq connection string (default: ${DATABASE_URL_ENV})",
+    )
+
+
+def add_output(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "-o",
+        "--output",
+        choices=("table", "json"),
+        default="table",
+        help="table for people (default), json for programs",
+    )
+
+
+def add_audit(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--actor", help="who acts, for the audit log (default: $USER@hostname)")
+    parser.add_argument("--reason", help="why, for the audit log")
+
+
+def add_logging(parser: argparse.ArgumentParser, default_level: str) -> None:
+    parser.add_argument(
+        "--log-format",
+        choices=LOG_FORMATS,
+        help=f"text (key=value) or json, one record per line on stderr "
+        f"(default text; env {LOG_FORMAT_ENV})",
+    )
+    parser.add_argument(
+        "--log-level",
+        type=str.lower,
+        choices=LOG_LEVELS,
+        help=f"default {default_level}; env {LOG_LEVEL_ENV}",
+    )
+    parser.set_defaults(default_log_level=default_level)
+
+
+def configure_logging(args: argparse.Namespace, env: Env) -> None:
+    """Logging as chosen by ``--log-format``/``--log-level`` or their variables."""
+    fmt = args.log_format or env.get(LOG_FORMAT_ENV, "text")
+    level = args.log_level or env.get(LOG_LEVEL_ENV, args.default_log_level).lower()
+    if fmt not in LOG_FORMATS:
+        raise UsageError(f"{LOG_FORMAT_ENV}: {fmt!r} is not one of {', '.join(LOG_FORMATS)}")
+    if level not in LOG_LEVELS:
+        raise UsageError(f"{LOG_LEVEL_ENV}: {level!r} is not one of {', '.join(LOG_LEVELS)}")
+    logs.configure(level, as_json=fmt == "json")
+
+
+def actor(args: argparse.Namespace, env: Env) -> str:
+    if args.actor:
+        return str(args.actor)
+    user = env.get("USER") or env.get("LOGNAME") or "unknown"
+    return f"{user}@{socket.gethostname()}"
+
+
+def database_url(args: argparse.Namespace, env: Env) -> str:
+    """The database URL from ``--database-url`` or the environment, checked by connecting once
+    so that an unreachable database is reported at once and with its reason."""
+    url = getattr(args, "database_url", None) or env.get(DATABASE_URL_ENV)
+    if not url:
+        raise UsageError(f"--database-url (or {DATABASE_URL_ENV}) is required")
+    check_connection(url)
+    return str(url)
+
+
+def check_connection(url: str) -> None:
+    """Connect and disconnect; :class:`DatabaseUnavailable` names where and why, never the
+    password."""
+    try:
+        params = conninfo_to_dict(url)
+    except psycopg.ProgrammingError as exc:
+        raise UsageError(f"--database-url: not a valid connection string: {exc}") from None
+    timeout = params.get("connect_timeout", CONNECT_TIMEOUT_SECONDS)
+    try:
+        psycopg.connect(url, connect_timeout=timeout).close()
+    except psycopg.OperationalError as exc:
+        where = f"{params.get('host') or 'localhost'}:{params.get('port') or 5432}"
+        reason = _LIBPQ_PREFIX.sub("", str(exc).strip().splitlines()[0]) if str(exc) else "?"
+        password = str(params.get("password") or "")
+        if password:
+            reason = reason.replace(password, "***")
+        raise DatabaseUnavailable(f"cannot connect to the database at {where}: {reason}") from None
+
+
+def instant(flag: str, text: str) -> datetime:
+    """An ISO 8601 time with its UTC offset (``Z`` allowed)."""
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        raise UsageError(
+            f"{flag}: {text!r} is not an ISO 8601 time (e.g. 2026-12-01T09:00:00+01:00)"
+        ) from None
+    if value.tzinfo is None:
+        raise UsageError(f"{flag}: {text!r} has no UTC offset (add one, e.g. Z or +01:00)")
+    return value

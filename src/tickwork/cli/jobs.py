@@ -1,0 +1,182 @@
+"""Jobs from the command line: ``enqueue``, ``jobs``, ``cancel``, ``retry``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+from typing import Any
+
+from tickwork.app import App
+from tickwork.cli import common, output
+from tickwork.db import store
+from tickwork.errors import InvalidInput, UnknownTask
+from tickwork.model import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, JobStatus
+from tickwork.settings import WorkerSettings
+from tickwork.tasks import check_job_fields
+
+LIST_LIMIT = 100
+# A worker row not refreshed for this long is no longer counted as running.
+LIVE_WORKER_SECONDS = WorkerSettings.worker_ttl_seconds
+
+_FLAGS = {
+    "kind": "KIND",
+    "queue": "--queue",
+    "priority": "--priority",
+    "max_attempts": "--max-attempts",
+}
+
+
+def register(subcommands: common.Subcommands) -> None:
+    _register_enqueue(subcommands)
+    _register_jobs(subcommands)
+    for name, handler, summary in (
+        ("cancel", cancel, "cancel an available or running job"),
+        ("retry", retry, "send a dead or cancelled job back to available, attempts reset"),
+    ):
+        parser = subcommands.add_parser(name, help=summary, description=summary.capitalize() + ".")
+        parser.add_argument("job_id", metavar="JOB_ID", type=int)
+        common.add_audit(parser)
+        common.add_database_url(parser)
+        parser.set_defaults(handler=handler)
+
+
+def _register_enqueue(subcommands: common.Subcommands) -> None:
+    parser = subcommands.add_parser(
+        "enqueue",
+        help="add a job",
+        description="Add a job and print its id. A kind that no running worker serves is "
+        "refused; with no worker running at all, the job is added with a warning.",
+    )
+    parser.add_argument("kind", metavar="KIND", help="task name, e.g. report.nightly")
+    parser.add_argument("--payload", default="{}", metavar="JSON", help="default: {}")
+    parser.add_argument("--queue", help=f"default: {DEFAULT_QUEUE}")
+    parser.add_argument("--run-at", metavar="ISO", help="not before this time (with UTC offset)")
+    parser.add_argument("--unique-key", metavar="K", help="return the open job with this key")
+    parser.add_argument("--priority", type=int, default=0, help="0..32767, higher first (0)")
+    parser.add_argument(
+        "--max-attempts", type=int, metavar="N", help=f"default {DEFAULT_MAX_ATTEMPTS}"
+    )
+    parser.add_argument(
+        "--allow-unknown-kind",
+        action="store_true",
+        help="enqueue even though no running worker serves KIND",
+    )
+    common.add_database_url(parser)
+    common.add_output(parser)
+    parser.set_defaults(handler=enqueue)
+
+
+def _register_jobs(subcommands: common.Subcommands) -> None:
+    parser = subcommands.add_parser(
+        "jobs", help="list jobs", description="List jobs, newest first."
+    )
+    parser.add_argument("--status", choices=[s.value for s in JobStatus])
+    parser.add_argument("--kind")
+    parser.add_argument("--queue")
+    parser.add_argument(
+        "--limit", type=int, default=LIST_LIMIT, metavar="N", help=f"default {LIST_LIMIT}"
+    )
+    common.add_database_url(parser)
+    common.add_output(parser)
+    parser.set_defaults(handler=list_jobs)
+
+
+@contextmanager
+def _app(args: argparse.Namespace, env: common.Env) -> Iterator[App]:
+    app = App(common.database_url(args, env))
+    try:
+        yield app
+    finally:
+        app.close()
+
+
+def enqueue(args: argparse.Namespace, env: common.Env) -> int:
+    try:
+        payload: Any = json.loads(args.payload)
+    except json.JSONDecodeError as exc:
+        raise common.UsageError(f"--payload: not valid JSON: {exc}") from None
+    run_at = None if args.run_at is None else common.instant("--run-at", args.run_at)
+    try:
+        check_job_fields(
+            kind=args.kind,
+            queue=args.queue,
+            priority=args.priority,
+            max_attempts=args.max_attempts,
+        )
+    except InvalidInput as exc:
+        raise common.UsageError(f"{_FLAGS.get(exc.field, exc.field)}: {exc.reason}") from None
+    with _app(args, env) as app:
+        if not args.allow_unknown_kind:
+            _check_served(app, args.kind, args.queue or DEFAULT_QUEUE)
+        job_id = app.enqueue(
+            args.kind,
+            payload,
+            queue=args.queue,
+            priority=args.priority,
+            run_at=run_at,
+            unique_key=args.unique_key,
+            max_attempts=args.max_attempts,
+        )
+        if args.output == "json":
+            print(output.dumps(output.job_object(app.get_job(job_id))))
+        else:
+            print(job_id)
+    return 0
+
+
+def _check_served(app: App, kind: str, queue: str) -> None:
+    """Refuse a kind that running workers exist for but none serves; warn when the job will
+    wait (no worker at all, or none of those serving the kind claims from its queue)."""
+    with app.connection() as conn:
+        now = store.run(conn, store.database_now())
+        workers = store.run(conn, store.list_workers())
+    live = [w for w in workers if now - w.last_seen_at < timedelta(seconds=LIVE_WORKER_SECONDS)]
+    if not live:
+        _warn(f"no worker is running: the {kind} job waits until one serving it starts")
+        return
+    serving = [w for w in live if kind in w.kinds]
+    if not serving:
+        kinds = ", ".join(sorted({k for w in live for k in w.kinds})) or "none"
+        raise UnknownTask(
+            f"no running worker serves kind {kind!r} (served: {kinds}); "
+            "use --allow-unknown-kind to enqueue it anyway"
+        )
+    if not any(queue in w.queues for w in serving):
+        queues = ", ".join(sorted({q for w in serving for q in w.queues}))
+        _warn(f"the workers serving {kind} claim from {queues}, not from queue {queue!r}")
+
+
+def _warn(message: str) -> None:
+    print(f"tickwork: warning: {message}", file=sys.stderr)
+
+
+def list_jobs(args: argparse.Namespace, env: common.Env) -> int:
+    if args.limit < 1:
+        raise common.UsageError(f"--limit: must be at least 1, got {args.limit}")
+    with _app(args, env) as app:
+        jobs = app.list_jobs(status=args.status, kind=args.kind, queue=args.queue, limit=args.limit)
+    if args.output == "json":
+        print(output.dumps([output.job_object(job) for job in jobs]))
+    elif jobs:
+        print(output.table(output.JOB_HEADERS, [output.job_row(job) for job in jobs]))
+    else:
+        print("no jobs found")
+    return 0
+
+
+def cancel(args: argparse.Namespace, env: common.Env) -> int:
+    with _app(args, env) as app:
+        app.cancel(args.job_id, actor=common.actor(args, env), reason=args.reason)
+    print(f"job {args.job_id} cancelled")
+    return 0
+
+
+def retry(args: argparse.Namespace, env: common.Env) -> int:
+    with _app(args, env) as app:
+        app.retry(args.job_id, actor=common.actor(args, env), reason=args.reason)
+    print(f"job {args.job_id} is available again, attempts reset")
+    return 0

@@ -1,0 +1,204 @@
+"""``tickwork worker``: serve an App's tasks until SIGTERM or SIGINT.
+
+Every field of :class:`tickwork.settings.WorkerSettings` is a flag (``lease_seconds`` →
+``--lease-seconds``) and a variable (``TICKWORK_LEASE_SECONDS``); ``--help`` shows each one's
+documentation and default. The first signal stops gracefully (no new claims, claimed jobs
+that have not started handed back, running ones given ``--shutdown-grace-seconds``); a second
+one exits at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import importlib
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from tickwork.app import App
+from tickwork.cli import common
+from tickwork.errors import ConfigurationError
+from tickwork.logs import fields
+from tickwork.settings import WorkerSettings, build_worker_settings, env_name
+from tickwork.worker.runner import Worker
+
+log = logging.getLogger(__name__)
+
+# After a graceful stop, how long finished task threads get to wind down before a thread
+# still running (a sync task ignoring the grace period) is abandoned by os._exit.
+THREAD_EXIT_SECONDS = 1.0
+
+_METAVARS = {
+    "database_url": "URL",
+    "app": "MODULE:APP",
+    "queues": "Q1,Q2",
+    "namespaces": "NS1,NS2",
+    "name": "NAME",
+}
+_METAVARS_BY_TYPE = {"int": "N", "float": "SECONDS"}
+
+
+def register(subcommands: common.Subcommands) -> None:
+    parser = subcommands.add_parser(
+        "worker",
+        help="run jobs (and fire schedules) of an App",
+        description="Claim and run jobs of the App's tasks until SIGTERM/SIGINT. Flags win "
+        "over TICKWORK_* variables, which win over defaults.",
+    )
+    for f in dataclasses.fields(WorkerSettings):
+        parser.add_argument(
+            "--" + f.name.replace("_", "-"),
+            dest=f.name,
+            default=argparse.SUPPRESS,
+            metavar=_METAVARS.get(f.name) or _METAVARS_BY_TYPE.get(str(f.type), "VALUE"),
+            help=_help(f),
+        )
+    common.add_logging(parser, "info")
+    parser.set_defaults(handler=run)
+
+
+def _help(f: dataclasses.Field[Any]) -> str:
+    doc = str(f.metadata["doc"])
+    if "default" not in doc and f.default not in ("", ()):
+        doc += f" (default {f.default})"
+    return f"{doc}; env {env_name(f.name)}".replace("%", "%%")
+
+
+def run(args: argparse.Namespace, env: common.Env) -> int:
+    flags = {f.name: getattr(args, f.name, None) for f in dataclasses.fields(WorkerSettings)}
+    settings = build_worker_settings(flags, env)
+    common.configure_logging(args, env)
+    app = load_app(settings.app)
+    if not app.registry.kinds:
+        log.warning("the app registers no tasks: this worker runs no jobs")
+    app.configure(settings.database_url)
+    common.check_connection(settings.database_url)
+    asyncio.run(serve(Worker(app, settings)))
+    return exit_abandoning_threads(0)
+
+
+def load_app(spec: str) -> App:
+    """The App named ``MODULE:ATTRIBUTE``. The current directory is searched too, after
+    PYTHONPATH and the installed packages, so ``--app tasks:app`` finds ``./tasks.py``."""
+    module_name, _, attribute = spec.partition(":")
+    if not module_name or not attribute:
+        raise ConfigurationError(f"--app: expected MODULE:APP, got {spec!r}")
+    if os.getcwd() not in sys.path:
+        sys.path.append(os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and (module_name + ".").startswith(exc.name + "."):
+            raise ConfigurationError(
+                f"--app: no module named {exc.name!r} (is its directory on PYTHONPATH?)"
+            ) from None
+        raise ConfigurationError(f"--app: importing {module_name} failed: {_brief(exc)}") from None
+    except Exception as exc:
+        raise ConfigurationError(f"--app: importing {module_name} failed: {_brief(exc)}") from None
+    app = getattr(module, attribute, None)
+    if app is None:
+        raise ConfigurationError(f"--app: module {module_name} has no attribute {attribute!r}")
+    if not isinstance(app, App):
+        raise ConfigurationError(f"--app: {spec} is a {type(app).__name__}, not a tickwork.App")
+    return app
+
+
+def _brief(exc: BaseException) -> str:
+    """The exception and where it was raised, on one line."""
+    text = f"{type(exc).__name__}: {exc}"
+    frames = traceback.extract_tb(exc.__traceback__)
+    if frames and not isinstance(exc, SyntaxError):
+        text += f" (at {frames[-1].filename}:{frames[-1].lineno})"
+    return " ".join(text.split())
+
+
+async def serve(
+    worker: Worker,
+    *companions: Coroutine[Any, Any, None],
+    before_forced_exit: Callable[[], None] | None = None,
+) -> None:
+    """Run ``worker`` (and ``companions``, cancelled when it stops) until a signal; then
+    close the App's connection pools.
+
+    The first SIGTERM/SIGINT stops the worker gracefully; a second one calls
+    ``before_forced_exit`` and exits at once. A companion that fails stops the worker, and
+    its error is raised once the worker has stopped.
+    """
+    loop = asyncio.get_running_loop()
+    received: list[int] = []
+
+    def on_signal(signum: int) -> None:
+        received.append(signum)
+        name = signal.Signals(signum).name
+        if len(received) == 1:
+            log.info(
+                "%s: stopping gracefully (send it again to exit at once)",
+                name,
+                extra=fields(action="shutdown_requested", worker=worker.name),
+            )
+            worker.stop()
+            return
+        log.warning(
+            "second signal (%s): exiting now; running jobs are retried once their leases expire",
+            name,
+            extra=fields(action="forced_exit"),
+        )
+        if before_forced_exit is not None:
+            before_forced_exit()
+        _exit_now(128 + signum)
+
+    signals = (signal.SIGTERM, signal.SIGINT)
+    for signum in signals:
+        loop.add_signal_handler(signum, on_signal, signum)
+
+    def stop_on_failure(task: asyncio.Task[None]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            worker.stop()
+
+    tasks = [asyncio.create_task(companion) for companion in companions]
+    for task in tasks:
+        task.add_done_callback(stop_on_failure)
+    try:
+        await worker.run()
+    finally:
+        for task in tasks:
+            task.cancel()
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+        await worker.app.close_async()
+        for signum in signals:
+            loop.remove_signal_handler(signum)
+    for result in results:
+        if isinstance(result, Exception):
+            raise result
+
+
+def exit_abandoning_threads(status: int) -> int:
+    """Return ``status``, or exit with it at once when a task thread is still running (a sync
+    task that outlived the grace period would otherwise keep the process alive)."""
+    deadline = time.monotonic() + THREAD_EXIT_SECONDS
+    for thread in threading.enumerate():
+        if thread is threading.current_thread() or thread.daemon:
+            continue
+        thread.join(max(0.0, deadline - time.monotonic()))
+        if thread.is_alive():
+            log.warning(
+                "a task is still running after shutdown; exiting without it",
+                extra=fields(action="threads_abandoned"),
+            )
+            _exit_now(status)
+    return status
+
+
+def _exit_now(status: int) -> None:
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)

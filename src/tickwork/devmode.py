@@ -1,0 +1,157 @@
+"""``tickwork dev``: everything on one machine with no set-up. An embedded PostgreSQL server
+keeps its data in a directory of the project (``.tickwork`` by default), the migrations are
+applied, a worker serves the example App (:mod:`tickwork.examples`), a few example jobs are
+enqueued, and every job state change is printed as one line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TextIO
+
+from tickwork import examples
+from tickwork.app import App
+from tickwork.clock import sleep
+from tickwork.db import migrate
+from tickwork.db.embedded import EmbeddedPostgres
+from tickwork.model import Job, JobId, JobStatus
+from tickwork.settings import WorkerSettings, default_worker_name
+from tickwork.worker.runner import Worker
+
+EXAMPLES_APP = "tickwork.examples:app"
+POLL_SECONDS = 1.0
+POLL_LIMIT = 200
+DELAY_SECONDS = 10
+UNIQUE_KEY = "examples-report"
+
+
+@contextmanager
+def database(data_dir: Path, port: int | None, out: TextIO) -> Iterator[EmbeddedPostgres]:
+    """The embedded server in ``data_dir``, started and migrated; stopped on exit."""
+    out.write(f"tickwork dev: starting PostgreSQL in {data_dir.absolute()}\n")
+    out.flush()
+    with EmbeddedPostgres(data_dir, port=port, durable=True) as server:
+        applied = migrate.apply(server.conninfo)
+        if applied:
+            out.write(f"applied migrations: {', '.join(m.name for m in applied)}\n")
+        yield server
+
+
+def worker_settings(database_url: str) -> WorkerSettings:
+    """Production defaults, with the waits shortened so that things happen in view."""
+    return WorkerSettings(
+        database_url=database_url,
+        app=EXAMPLES_APP,
+        name=default_worker_name(),
+        concurrency=4,
+        lease_seconds=10.0,
+        heartbeat_seconds=2.0,
+        poll_seconds=1.0,
+        maintenance_seconds=1.0,
+        shutdown_grace_seconds=10.0,
+    )
+
+
+def start(server: EmbeddedPostgres, out: TextIO) -> tuple[Worker, LiveView]:
+    """Enqueue the example jobs; return the worker to run and the view that shows it."""
+    app = examples.app
+    app.configure(server.conninfo)
+    view = LiveView(app, out)
+    view.poll(quiet=True)  # jobs of earlier sessions are not news
+    settings = worker_settings(server.conninfo)
+    out.write(
+        f"in another shell: export TICKWORK_DATABASE_URL={server.conninfo}\n"
+        "  then try: tickwork jobs, or tickwork enqueue examples.hello --payload "
+        '\'{"name": "you"}\'\n'
+        f"worker {settings.name} serves {', '.join(app.registry.kinds)}; Ctrl-C stops\n"
+    )
+    enqueue_examples(app, out)
+    # Schedules join here: sync the example Schedule manifests into one namespace before the
+    # worker starts, and pass that namespace to worker_settings(namespaces=...). For `tickwork
+    # dev` to find them from any directory, ship them with the package, as tickwork.examples.
+    out.flush()
+    return Worker(app, settings), view
+
+
+def enqueue_examples(app: App, out: TextIO) -> None:
+    """One job of each example task, one delayed, and one unique key enqueued twice."""
+    for kind, payload in (
+        ("examples.hello", {"name": "tickwork"}),
+        ("examples.flaky", {}),
+        ("examples.report", {"format": "text"}),
+        ("examples.slow", {"seconds": 3}),
+    ):
+        app.enqueue(kind, payload)
+    later = datetime.now(UTC) + timedelta(seconds=DELAY_SECONDS)
+    delayed = app.enqueue("examples.hello", {"name": "later"}, run_at=later)
+    out.write(f"job {delayed} waits {DELAY_SECONDS} s before it may run\n")
+    first = app.enqueue("examples.report", {"format": "unique"}, unique_key=UNIQUE_KEY)
+    second = app.enqueue("examples.report", {"format": "unique"}, unique_key=UNIQUE_KEY)
+    same = "the same job" if first == second else "a new job: the first had finished"
+    out.write(
+        f"unique key {UNIQUE_KEY!r} enqueued twice: job {first}, then job {second} ({same})\n"
+    )
+
+
+class LiveView:
+    """Prints one line per job state change, by polling the newest jobs."""
+
+    def __init__(self, app: App, out: TextIO) -> None:
+        self._app = app
+        self._out = out
+        self._seen: dict[JobId, tuple[JobStatus, int]] = {}
+
+    def poll(self, *, quiet: bool = False) -> None:
+        jobs = sorted(self._app.list_jobs(limit=POLL_LIMIT), key=lambda job: job.id)
+        seen, self._seen = self._seen, {job.id: (job.status, job.attempt) for job in jobs}
+        if quiet:
+            return
+        for job in jobs:
+            if seen.get(job.id) != (job.status, job.attempt):
+                self._out.write(describe(job, datetime.now(UTC)) + "\n")
+        self._out.flush()
+
+    async def run(self) -> None:
+        while True:
+            await asyncio.to_thread(self.poll)
+            await sleep(POLL_SECONDS)
+
+
+def describe(job: Job, now: datetime) -> str:
+    """``12:00:03  job 7  examples.flaky   available  attempt 1/5 failed: ...``"""
+    head = f"{_clock(now)}  job {job.id:<4} {job.kind:<16} {job.status.value:<10}"
+    return f"{head} {_detail(job, now)}".rstrip()
+
+
+def _detail(job: Job, now: datetime) -> str:
+    attempts = f"attempt {job.attempt}/{job.max_attempts}"
+    error = _last_line(job.last_error)
+    if job.status is JobStatus.AVAILABLE:
+        due = "runs now" if job.run_at <= now else f"runs at {_clock(job.run_at)}"
+        return f"{attempts} failed: {error}; {due}" if error else f"enqueued, {due}"
+    if job.status is JobStatus.RUNNING:
+        return f"{attempts} on {job.picked_by}"
+    if job.status is JobStatus.SUCCEEDED:
+        return f"{attempts}, took {_seconds(job.started_at, job.finished_at)}"
+    if job.status is JobStatus.DEAD:
+        return f"after {attempts}: {error}"
+    return ""
+
+
+def _clock(instant: datetime) -> str:
+    return instant.astimezone().strftime("%H:%M:%S")
+
+
+def _seconds(start: datetime | None, end: datetime | None) -> str:
+    if start is None or end is None:
+        return "?"
+    return f"{(end - start).total_seconds():.2f} s"
+
+
+def _last_line(text: str | None) -> str:
+    lines = (text or "").strip().splitlines()
+    return lines[-1] if lines else ""
