@@ -22,7 +22,7 @@ import psycopg
 
 import tickwork
 from tickwork.db import migrate
-
+from tickwork.db.embedded import EmbeddedPostgres
 from tickwork.settings import WorkerSettings
 from tickwork.worker.runner import Worker
 
@@ -40,8 +40,14 @@ def _app(url: str) -> tickwork.App:
 
 
 def _serve(url: str, name: str, concurrency: int, batch: int) -> None:
-    settings = WorkerSettings(database_url=url, app="bench", name=name, concurrency=concurrency,
-                              claim_batch=batch, poll_seconds=0.5)
+    settings = WorkerSettings(
+        database_url=url,
+        app="bench",
+        name=name,
+        concurrency=concurrency,
+        claim_batch=batch,
+        poll_seconds=0.5,
+    )
     worker = Worker(_app(url), settings)
 
     async def main() -> None:
@@ -74,8 +80,10 @@ def run(url: str, jobs: int, processes: int, concurrency: int, batch: int) -> No
     print(f"enqueue: {jobs} jobs in {enqueue_s:.2f}s = {jobs / enqueue_s:,.0f} jobs/s")
 
     ctx = multiprocessing.get_context("spawn")
-    workers = [ctx.Process(target=_serve, args=(url, f"bench-{i}", concurrency, batch))
-               for i in range(processes)]
+    workers = [
+        ctx.Process(target=_serve, args=(url, f"bench-{i}", concurrency, batch))
+        for i in range(processes)
+    ]
     for p in workers:
         p.start()
     with psycopg.connect(url, autocommit=True) as conn:
@@ -91,12 +99,16 @@ def run(url: str, jobs: int, processes: int, concurrency: int, batch: int) -> No
         os.kill(p.pid or 0, signal.SIGTERM)
     for p in workers:
         p.join()
-    print(f"drain: P={processes} concurrency={concurrency} batch={batch}: {succeeded} of {jobs} "
-          f"jobs succeeded in {drain_s:.2f}s = {succeeded / drain_s:,.0f} jobs/s")
+    print(
+        f"drain: P={processes} concurrency={concurrency} batch={batch}: {succeeded} of {jobs} "
+        f"jobs succeeded in {drain_s:.2f}s = {succeeded / drain_s:,.0f} jobs/s"
+    )
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
     parser.add_argument("--jobs", type=int, default=100_000)
     parser.add_argument("--processes", type=int, default=2)
     parser.add_argument("--concurrency", type=int, default=200)
@@ -106,10 +118,10 @@ def main() -> None:
     if url:
         run(url, args.jobs, args.processes, args.concurrency, args.batch)
         return
-    from tickwork.db.embedded import EmbeddedPostgres
-
-    with tempfile.TemporaryDirectory() as tmp, EmbeddedPostgres(Path(tmp) / "pg") as pg:
-        run(pg.conninfo, args.jobs, args.processes, args.concurrency, args.batch)
+    with tempfile.TemporaryDirectory(prefix="tickwork-bench-") as tmp:
+        os.chmod(tmp, 0o711)  # the server's own user must reach its data directory
+        with EmbeddedPostgres(Path(tmp) / "pg") as pg:
+            run(pg.conninfo, args.jobs, args.processes, args.concurrency, args.batch)
 
 
 if __name__ == "__main__":
