@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tickwork.errors import InvalidInput
@@ -27,10 +27,10 @@ class Task:
     retry: Backoff = DEFAULT_BACKOFF
     timeout: float | None = None
     on_dead: DeadHook | None = None
+    is_async: bool = field(init=False)
 
-    @property
-    def is_async(self) -> bool:
-        return inspect.iscoroutinefunction(self.function)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "is_async", inspect.iscoroutinefunction(self.function))
 
 
 def check_job_fields(

@@ -134,8 +134,12 @@ class Worker:
         """A loop that ends with an error stops the whole worker: no silent half-worker."""
         if task.cancelled() or task.exception() is None:
             return
-        log.error("worker loop %s failed; shutting down", task.get_name(),
-                  exc_info=task.exception(), extra=fields(action="worker_crashed"))
+        log.error(
+            "worker loop %s failed; shutting down",
+            task.get_name(),
+            exc_info=task.exception(),
+            extra=fields(action="worker_crashed"),
+        )
         self.failed = True
         self.stop()
 
@@ -296,7 +300,16 @@ class Worker:
             if job.id in self._lost:
                 self._forget(job)
                 continue
-            await self._run_job(job)
+            try:
+                await self._run_job(job)
+            except psycopg.OperationalError as exc:
+                # The outcome could not be written; the lease runs out and the job is retried.
+                log.error(
+                    "could not record the outcome: %s",
+                    exc,
+                    extra=fields(action="outcome_failed", job_id=job.id, kind=job.kind),
+                )
+                self._forget(job)
 
     async def _run_job(self, job: Job) -> None:
         task = self.app.registry.get(job.kind)
