@@ -129,6 +129,10 @@ def disable_schedules(namespace: str, names: Sequence[str], now: datetime | None
     )
 
 
+def analyze() -> Op[None]:
+    return Op("schedule_analyze", {}, _nothing)
+
+
 def notify_namespace(namespace: str) -> Op[None]:
     return Op("schedule_notify", {"namespace": namespace}, _nothing)
 
@@ -154,6 +158,7 @@ def claim_due(namespaces: Sequence[str], limit: int, now: datetime | None) -> Op
         "schedule_claim_due",
         {"namespaces": list(namespaces), "limit": limit, "now": now},
         lambda rows: [DueSchedule(*row) for row in rows],
+        binary=True,
     )
 
 
@@ -237,13 +242,14 @@ class CreatedJob:
 
 
 def insert_jobs(jobs: Sequence[NewScheduleJob], now: datetime | None) -> Op[list[CreatedJob]]:
-    """One statement for all ``jobs``; an occurrence that has a job already is skipped."""
+    """One statement for all ``jobs``; an occurrence that has a job already is skipped.
+    Payloads come from validated definitions or stored state: plain JSON already."""
     return Op(
         "schedule_insert_jobs",
         {
             "kinds": [j.kind for j in jobs],
             "queues": [j.queue for j in jobs],
-            "payloads": [to_json("payload", j.payload) for j in jobs],
+            "payloads": [Jsonb(j.payload) for j in jobs],
             "priorities": [j.priority for j in jobs],
             "run_ats": [j.run_at for j in jobs],
             "max_attempts": [j.max_attempts for j in jobs],
@@ -258,6 +264,7 @@ def insert_jobs(jobs: Sequence[NewScheduleJob], now: datetime | None) -> Op[list
             "now": now,
         },
         lambda rows: [CreatedJob(JobId(r[0]), r[1], r[2], r[3]) for r in rows],
+        binary=True,
     )
 
 
@@ -290,6 +297,7 @@ def advance(advances: Sequence[Advance]) -> Op[set[Key]]:
             "last_job_ids": [a.last_job_id for a in advances],
         },
         lambda rows: {(r[0], r[1]) for r in rows},
+        binary=True,
     )
 
 

@@ -31,9 +31,9 @@ INSERT INTO tickwork.schedules (
     created_at, updated_at)
 SELECT %(namespace)s, u.name, u.revision, u.suspended, u.spec, u.fixed_delay, u.next_run_at,
        u.missed_before, coalesce(%(now)s, now()), coalesce(%(now)s, now())
-FROM unnest(%(names)s::text[], %(revisions)s::integer[], %(suspended)s::boolean[],
-            %(specs)s::jsonb[], %(fixed_delays)s::interval[], %(next_run_ats)s::timestamptz[],
-            %(missed_befores)s::timestamptz[])
+FROM unnest(%(names)b::text[], %(revisions)b::integer[], %(suspended)b::boolean[],
+            %(specs)b::jsonb[], %(fixed_delays)b::interval[], %(next_run_ats)b::timestamptz[],
+            %(missed_befores)b::timestamptz[])
      AS u(name, revision, suspended, spec, fixed_delay, next_run_at, missed_before);
 
 -- name: schedule_update_many
@@ -49,9 +49,9 @@ SET revision = u.revision,
     state = CASE WHEN u.reset_state THEN NULL ELSE s.state END,
     state_job_id = CASE WHEN u.reset_state THEN NULL ELSE s.state_job_id END,
     updated_at = coalesce(%(now)s, now())
-FROM unnest(%(names)s::text[], %(revisions)s::integer[], %(suspended)s::boolean[],
-            %(specs)s::jsonb[], %(fixed_delays)s::interval[], %(next_run_ats)s::timestamptz[],
-            %(missed_befores)s::timestamptz[], %(reset_states)s::boolean[])
+FROM unnest(%(names)b::text[], %(revisions)b::integer[], %(suspended)b::boolean[],
+            %(specs)b::jsonb[], %(fixed_delays)b::interval[], %(next_run_ats)b::timestamptz[],
+            %(missed_befores)b::timestamptz[], %(reset_states)b::boolean[])
      AS u(name, revision, suspended, spec, fixed_delay, next_run_at, missed_before, reset_state)
 WHERE s.namespace = %(namespace)s AND s.name = u.name AND s.revision = u.revision - 1
 RETURNING s.name;
@@ -63,20 +63,25 @@ SET enabled = false,
     next_run_at = NULL,
     revision = revision + 1,
     updated_at = coalesce(%(now)s, now())
-WHERE namespace = %(namespace)s AND name = ANY(%(names)s::text[]) AND enabled
+WHERE namespace = %(namespace)s AND name = ANY(%(names)b::text[]) AND enabled
 RETURNING name;
+
+-- name: schedule_analyze
+-- Sync after creating many schedules: fresh statistics keep the firing claim an ordered
+-- scan of schedules_due_idx (with none, the planner may sort every due row per batch).
+ANALYZE tickwork.schedules;
 
 -- name: schedule_notify
 -- Wake the workers firing this namespace (delivered at commit).
 SELECT pg_notify('tickwork_schedules', %(namespace)s);
 
 -- name: schedule_claim_due
--- Firing: lock up to %(limit)s due schedules of the offered namespaces; others skip them.
+-- Firing: lock a batch of due schedules of the offered namespaces; others skip them.
 SELECT namespace, name, revision, next_run_at, missed_before, state, coalesce(%(now)s, now())
 FROM tickwork.schedules
 WHERE enabled AND NOT suspended
   AND next_run_at <= coalesce(%(now)s, now())
-  AND namespace = ANY(%(namespaces)s::text[])
+  AND namespace = ANY(%(namespaces)b::text[])
 ORDER BY next_run_at
 LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
@@ -85,7 +90,7 @@ FOR UPDATE SKIP LOCKED;
 -- The stored specs of some schedules (definitions not in the firing cache yet).
 SELECT s.namespace, s.name, s.revision, s.spec
 FROM tickwork.schedules s
-JOIN unnest(%(namespaces)s::text[], %(names)s::text[]) AS k(namespace, name)
+JOIN unnest(%(namespaces)b::text[], %(names)b::text[]) AS k(namespace, name)
   ON s.namespace = k.namespace AND s.name = k.name;
 
 -- name: schedule_open_jobs
@@ -94,7 +99,7 @@ SELECT j.schedule_namespace, j.schedule_name,
        count(*) FILTER (WHERE j.status = 'available'),
        count(*) FILTER (WHERE j.status = 'running')
 FROM tickwork.jobs j
-JOIN unnest(%(namespaces)s::text[], %(names)s::text[]) AS k(namespace, name)
+JOIN unnest(%(namespaces)b::text[], %(names)b::text[]) AS k(namespace, name)
   ON j.schedule_namespace = k.namespace AND j.schedule_name = k.name
 WHERE j.status IN ('available', 'running')
 GROUP BY j.schedule_namespace, j.schedule_name;
@@ -105,7 +110,7 @@ GROUP BY j.schedule_namespace, j.schedule_name;
 WITH open AS (
     SELECT j.id
     FROM tickwork.jobs j
-    JOIN unnest(%(namespaces)s::text[], %(names)s::text[]) AS k(namespace, name)
+    JOIN unnest(%(namespaces)b::text[], %(names)b::text[]) AS k(namespace, name)
       ON j.schedule_namespace = k.namespace AND j.schedule_name = k.name
     WHERE j.status IN ('available', 'running')
     FOR UPDATE OF j SKIP LOCKED
@@ -130,12 +135,12 @@ INSERT INTO tickwork.jobs (
 SELECT u.kind, u.queue, u.payload, u.priority, coalesce(u.run_at, %(now)s, now()),
        u.max_attempts, u.retry_base, u.retry_rate, u.retry_max, u.timeout, u.concurrency_key,
        u.namespace, u.name, u.occurrence_at
-FROM unnest(%(kinds)s::text[], %(queues)s::text[], %(payloads)s::jsonb[],
-            %(priorities)s::smallint[], %(run_ats)s::timestamptz[], %(max_attempts)s::integer[],
-            %(retry_bases)s::double precision[], %(retry_rates)s::double precision[],
-            %(retry_maxes)s::double precision[], %(timeouts)s::double precision[],
-            %(concurrency_keys)s::text[], %(namespaces)s::text[], %(names)s::text[],
-            %(occurrences)s::timestamptz[])
+FROM unnest(%(kinds)b::text[], %(queues)b::text[], %(payloads)b::jsonb[],
+            %(priorities)b::smallint[], %(run_ats)b::timestamptz[], %(max_attempts)b::integer[],
+            %(retry_bases)b::double precision[], %(retry_rates)b::double precision[],
+            %(retry_maxes)b::double precision[], %(timeouts)b::double precision[],
+            %(concurrency_keys)b::text[], %(namespaces)b::text[], %(names)b::text[],
+            %(occurrences)b::timestamptz[])
      AS u(kind, queue, payload, priority, run_at, max_attempts, retry_base, retry_rate,
           retry_max, timeout, concurrency_key, namespace, name, occurrence_at)
 ON CONFLICT (schedule_namespace, schedule_name, occurrence_at)
@@ -153,10 +158,10 @@ SET next_run_at = a.next_run_at,
     skipped_occurrences = s.skipped_occurrences + a.skipped,
     last_job_id = coalesce(a.last_job_id, s.last_job_id),
     last_job_status = CASE WHEN a.last_job_id IS NULL THEN s.last_job_status END
-FROM unnest(%(namespaces)s::text[], %(names)s::text[], %(revisions)s::integer[],
-            %(next_run_ats)s::timestamptz[], %(missed_befores)s::timestamptz[],
-            %(last_occurrences)s::timestamptz[], %(skipped)s::bigint[],
-            %(last_job_ids)s::bigint[])
+FROM unnest(%(namespaces)b::text[], %(names)b::text[], %(revisions)b::integer[],
+            %(next_run_ats)b::timestamptz[], %(missed_befores)b::timestamptz[],
+            %(last_occurrences)b::timestamptz[], %(skipped)b::bigint[],
+            %(last_job_ids)b::bigint[])
      AS a(namespace, name, revision, next_run_at, missed_before, last_occurrence_at, skipped,
           last_job_id)
 WHERE s.namespace = a.namespace AND s.name = a.name AND s.revision = a.revision AND s.enabled
@@ -166,7 +171,7 @@ RETURNING s.namespace, s.name;
 -- The firing loop's alarm: the database's now and the earliest due time it fires.
 SELECT coalesce(%(now)s, now()),
        (SELECT min(next_run_at) FROM tickwork.schedules
-        WHERE enabled AND NOT suspended AND namespace = ANY(%(namespaces)s::text[]));
+        WHERE enabled AND NOT suspended AND namespace = ANY(%(namespaces)b::text[]));
 
 -- name: schedule_lock_one
 -- One schedule, locked (fire_schedule, backfill, trigger).
@@ -186,7 +191,7 @@ SET last_job_id = %(job_id)s,
 WHERE namespace = %(namespace)s AND name = %(name)s;
 
 -- name: schedule_jobs_succeeded
--- The worker's completion write, for the succeeded jobs among %(ids)s: each schedule's last
+-- The worker's completion write, for the succeeded jobs among those given: each schedule's last
 -- success and status, its FixedDelay next run, and its carried state (the newest job's
 -- non-null return value). Schedule rows are locked in key order, so concurrent completions
 -- cannot deadlock on them.
@@ -194,7 +199,7 @@ WITH finished AS (
     SELECT j.id, j.schedule_namespace AS namespace, j.schedule_name AS name,
            j.occurrence_at, j.finished_at, r.state
     FROM tickwork.jobs j
-    JOIN unnest(%(ids)s::bigint[], %(states)s::jsonb[]) AS r(id, state) ON r.id = j.id
+    JOIN unnest(%(ids)b::bigint[], %(states)b::jsonb[]) AS r(id, state) ON r.id = j.id
     WHERE j.status = 'succeeded' AND j.schedule_name IS NOT NULL
 ),
 per_schedule AS (

@@ -1,0 +1,441 @@
+"""Firing: turn the due occurrences of the schedules a worker offers into jobs.
+
+One transaction per batch: claim up to ``batch`` due schedules with SKIP LOCKED, compute their
+due occurrences, apply the misfire and overlap policies, insert every job with one statement
+(an occurrence that already has a job is left alone: the unique occurrence key makes any
+number of workers harmless), and advance every schedule with one statement fenced by the
+revision read at claim. A crash anywhere rolls the whole batch back; the next worker fires it.
+
+A schedule with a long backlog is settled at most ``chunk`` occurrences per pass; the pass
+continues with it until nothing due is left. The loop sleeps until the earliest next run of
+its namespaces, or until a ``tickwork_schedules`` notification (a sync, a FixedDelay job that
+finished) wakes it; the cap on its sleep covers a lost notification.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import psycopg
+from psycopg_pool import AsyncConnectionPool
+
+from tickwork.clock import Clock, sleep
+from tickwork.db import schedules as db
+from tickwork.db import store
+from tickwork.logs import fields
+from tickwork.schedules import occurrences, policies
+from tickwork.schedules.definition import (
+    ConcurrencyPolicy,
+    DefinitionError,
+    ScheduleDefinition,
+)
+from tickwork.schedules.sync import fixed_delay
+
+log = logging.getLogger(__name__)
+
+CHANNEL = "tickwork_schedules"
+"""Notified with a namespace when its schedules changed or a FixedDelay run was set."""
+
+BROKEN_RETRY = timedelta(minutes=1)
+"""A stored spec this version cannot read is looked at again this much later."""
+
+
+@dataclass(frozen=True)
+class FiringConfig:
+    batch: int = 500
+    """Schedules claimed by one transaction."""
+    chunk: int = 1000
+    """Most occurrences of one schedule settled by one pass (a backlog takes several)."""
+    budget: int = 10_000
+    """Occurrences computed per transaction; claimed schedules beyond it wait for the next."""
+    max_sleep: float = 30.0
+    """Longest sleep between passes, so a lost notification costs at most this much."""
+    busy_sleep: float = 0.05
+    """Sleep while due schedules are held by another worker, or were deferred."""
+    error_sleep: float = 1.0
+    """Sleep after a database error."""
+    cache_size: int = 100_000
+    """Parsed definitions kept by the loop (about 1 KB each)."""
+
+
+@dataclass
+class FireReport:
+    """What a pass did."""
+
+    claimed: int = 0
+    """Due schedules claimed."""
+    fired: int = 0
+    """Jobs created."""
+    skipped: int = 0
+    """Occurrences thrown away by a misfire or overlap policy."""
+    existing: int = 0
+    """Occurrences that had a job already."""
+    deferred: int = 0
+    """Schedules left as they were for the next pass (Replace could not cancel a job)."""
+    backlog: int = 0
+    """Schedules with due occurrences left for another pass (a chunk or the budget ran out)."""
+
+    def add(self, other: FireReport) -> None:
+        self.claimed += other.claimed
+        self.fired += other.fired
+        self.skipped += other.skipped
+        self.existing += other.existing
+        self.deferred += other.deferred
+        self.backlog += other.backlog
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """A stored definition, parsed once per (namespace, name, revision)."""
+
+    definition: ScheduleDefinition
+    timetable: occurrences.Timetable | None
+    """None for FixedDelay, whose occurrences start from each due time."""
+    zone: ZoneInfo
+    delay: timedelta | None
+
+    @classmethod
+    def parse(cls, namespace: str, name: str, spec: dict[str, Any]) -> Compiled:
+        definition = ScheduleDefinition.from_spec(name, spec)
+        definition.validate(namespace)
+        delay = fixed_delay(definition)
+        return cls(
+            definition=definition,
+            timetable=None if delay is not None else definition.timetable(namespace),
+            zone=occurrences.load_zone(definition.time_zone),
+            delay=delay,
+        )
+
+
+class DefinitionCache:
+    """Compiled definitions by (namespace, name, revision); when full, the oldest go first."""
+
+    def __init__(self, size: int = FiringConfig.cache_size) -> None:
+        self._size = size
+        self._entries: dict[tuple[str, str, int], Compiled] = {}
+
+    def get(self, namespace: str, name: str, revision: int) -> Compiled | None:
+        return self._entries.get((namespace, name, revision))
+
+    def put(self, namespace: str, name: str, revision: int, compiled: Compiled) -> None:
+        if len(self._entries) >= self._size:
+            del self._entries[next(iter(self._entries))]
+        self._entries[namespace, name, revision] = compiled
+
+
+@dataclass
+class _Plan:
+    """One claimed schedule through a pass."""
+
+    due: db.DueSchedule
+    compiled: Compiled | None
+    computed: int = 0
+    fire: tuple[datetime, ...] = ()
+    skipped: int = 0
+    next_run_at: datetime | None = None
+    backlog: bool = False
+    replace: bool = False
+    created: list[db.CreatedJob] = field(default_factory=list)
+
+    @property
+    def key(self) -> db.Key:
+        return self.due.namespace, self.due.name
+
+    @property
+    def policy(self) -> ConcurrencyPolicy:
+        assert self.compiled is not None
+        return self.compiled.definition.concurrency_policy
+
+
+class _Stale(Exception):
+    """A schedule changed under the pass; the batch is rolled back."""
+
+
+class _NextAfter:
+    """``next_after`` remembered for one batch: schedules due together mostly share their
+    expression (hourly, daily, ...), so each distinct one is computed once."""
+
+    def __init__(self) -> None:
+        self._found: dict[tuple[occurrences.Timetable, ZoneInfo, datetime], datetime] = {}
+
+    def __call__(
+        self, timetable: occurrences.Timetable, zone: ZoneInfo, after: datetime
+    ) -> datetime:
+        key = (timetable, zone, after)
+        found = self._found.get(key)
+        if found is None:
+            found = self._found[key] = timetable.next_after(after, zone)
+        return found
+
+
+def _due_occurrences(
+    next_after: _NextAfter,
+    timetable: occurrences.Timetable,
+    zone: ZoneInfo,
+    first: datetime,
+    now: datetime,
+    limit: int,
+) -> tuple[list[datetime], datetime | None]:
+    """Occurrences from ``first`` (due) up to ``now``, at most ``limit``, and the first one
+    after ``now`` when the list is complete (None when cut short)."""
+    found = [first]
+    while len(found) < limit:
+        following = next_after(timetable, zone, found[-1])
+        if following > now:
+            return found, following
+        found.append(following)
+    return found, None
+
+
+def _plan(
+    due: db.DueSchedule, compiled: Compiled | None, chunk: int, next_after: _NextAfter
+) -> _Plan:
+    """Misfire decisions and the next run of one schedule (overlap comes later)."""
+    if compiled is None:
+        return _Plan(due, None, next_run_at=due.now + BROKEN_RETRY)
+    definition = compiled.definition
+    timetable: occurrences.Timetable
+    if compiled.delay is not None:
+        timetable = occurrences.FixedRate(compiled.delay, anchor=due.next_run_at)
+    else:
+        assert compiled.timetable is not None
+        timetable = compiled.timetable
+    keep = policies.retained(definition.misfire_policy, definition.catch_up_limit)
+    found, following = _due_occurrences(
+        next_after, timetable, compiled.zone, due.next_run_at, due.now, chunk + keep
+    )
+    decision = policies.decide_misfire(
+        found,
+        complete=following is not None,
+        now=due.now,
+        policy=definition.misfire_policy,
+        catch_up_limit=definition.catch_up_limit,
+        starting_deadline_seconds=definition.starting_deadline_seconds,
+        missed_before=due.missed_before,
+    )
+    fire, skipped = decision.fire, decision.skipped
+    if compiled.delay is not None and len(fire) > 1:
+        # FixedDelay: one job at a time, the next run follows its end.
+        fire, skipped = fire[-1:], skipped + len(fire) - 1
+    if decision.settled < len(found):
+        next_run_at: datetime = found[decision.settled]
+    elif following is not None:
+        next_run_at = following
+    else:
+        next_run_at = next_after(timetable, compiled.zone, found[-1])
+    return _Plan(
+        due,
+        compiled,
+        computed=len(found),
+        fire=fire,
+        skipped=skipped,
+        next_run_at=next_run_at,
+        backlog=next_run_at <= due.now,
+    )
+
+
+async def _compile(
+    conn: psycopg.AsyncConnection[Any], due: list[db.DueSchedule], cache: DefinitionCache
+) -> dict[db.Key, Compiled | None]:
+    compiled: dict[db.Key, Compiled | None] = {}
+    missing: list[db.Key] = []
+    for row in due:
+        hit = cache.get(row.namespace, row.name, row.revision)
+        if hit is None:
+            missing.append((row.namespace, row.name))
+        compiled[row.namespace, row.name] = hit
+    if not missing:
+        return compiled
+    specs = await store.arun(conn, db.get_specs(missing))
+    for row in due:
+        key = (row.namespace, row.name)
+        if key not in missing:
+            continue
+        stored = specs[key]
+        if stored.revision != row.revision:
+            raise _Stale(f"{row.namespace}/{row.name}")
+        try:
+            entry = Compiled.parse(row.namespace, row.name, stored.spec)
+        except (DefinitionError, occurrences.InvalidExpression) as exc:
+            log.error(
+                "stored schedule cannot be read; retrying later",
+                extra=fields(action="schedule_unreadable", schedule=_label(key), error=str(exc)),
+            )
+            continue
+        cache.put(row.namespace, row.name, row.revision, entry)
+        compiled[key] = entry
+    return compiled
+
+
+def _label(key: db.Key) -> str:
+    return f"{key[0]}/{key[1]}"
+
+
+async def _apply_overlap(
+    conn: psycopg.AsyncConnection[Any], plans: list[_Plan], now: datetime | None
+) -> list[_Plan]:
+    """Overlap policies with one query for the batch (plus one for Replace cancellations);
+    returns the plans deferred because a job to replace was held by someone else."""
+    guarded = [p for p in plans if p.fire and p.policy is not ConcurrencyPolicy.ALLOW]
+    if not guarded:
+        return []
+    open_jobs = await store.arun(conn, db.open_jobs([p.key for p in guarded]))
+    for p in guarded:
+        decision = policies.decide_overlap(p.fire, p.policy, open_jobs.get(p.key))
+        p.fire, p.skipped, p.replace = decision.fire, p.skipped + decision.skipped, decision.replace
+    replacing = [p for p in guarded if p.replace]
+    if not replacing:
+        return []
+    cancelled = await store.arun(conn, db.cancel_open_jobs([p.key for p in replacing], now))
+    deferred = []
+    for p in replacing:
+        held = open_jobs[p.key]
+        if cancelled.get(p.key, 0) < held.available + held.running:
+            deferred.append(p)
+    return deferred
+
+
+def _advance(plan: _Plan) -> db.Advance:
+    due, compiled = plan.due, plan.compiled
+    next_run_at = plan.next_run_at
+    if compiled is not None and compiled.delay is not None and plan.fire:
+        # FixedDelay: wait for the job to finish, unless its occurrence had a job already.
+        next_run_at = None if plan.created else due.now + compiled.delay
+    missed_before = due.missed_before
+    if next_run_at is None or (missed_before is not None and next_run_at >= missed_before):
+        missed_before = None
+    newest = max(plan.created, key=lambda job: job.id, default=None)
+    return db.Advance(
+        namespace=due.namespace,
+        name=due.name,
+        revision=due.revision,
+        next_run_at=next_run_at,
+        missed_before=missed_before,
+        last_occurrence_at=newest.occurrence_at if newest else None,
+        skipped=plan.skipped,
+        last_job_id=newest.id if newest else None,
+    )
+
+
+async def _fire_batch(
+    conn: psycopg.AsyncConnection[Any],
+    namespaces: Sequence[str],
+    now: datetime | None,
+    cache: DefinitionCache,
+    config: FiringConfig,
+) -> FireReport:
+    async with conn.transaction():
+        due = await store.arun(conn, db.claim_due(namespaces, config.batch, now))
+        if not due:
+            return FireReport()
+        compiled = await _compile(conn, due, cache)
+        plans: list[_Plan] = []
+        spent = 0
+        next_after = _NextAfter()
+        for row in due:
+            if spent >= config.budget:
+                break
+            plans.append(_plan(row, compiled[row.namespace, row.name], config.chunk, next_after))
+            spent += plans[-1].computed
+        postponed = len(due) - len(plans)
+        deferred = {p.key for p in await _apply_overlap(conn, plans, now)}
+        plans = [p for p in plans if p.key not in deferred]
+        jobs = [
+            policies.schedule_job(p.due.namespace, p.compiled.definition, occurrence, p.due.state)
+            for p in plans
+            if p.compiled is not None
+            for occurrence in p.fire
+        ]
+        by_key = {p.key: p for p in plans}
+        if jobs:
+            for job in await store.arun(conn, db.insert_jobs(jobs, now)):
+                by_key[job.namespace, job.name].created.append(job)
+        advanced = await store.arun(conn, db.advance([_advance(p) for p in plans]))
+        if len(advanced) != len(plans):
+            raise _Stale(", ".join(_label(p.key) for p in plans if p.key not in advanced))
+    created = sum(len(p.created) for p in plans)
+    return FireReport(
+        claimed=len(due),
+        fired=created,
+        skipped=sum(p.skipped for p in plans),
+        existing=len(jobs) - created,
+        deferred=len(deferred),
+        backlog=sum(p.backlog for p in plans) + postponed,
+    )
+
+
+async def run_once(
+    conn: psycopg.AsyncConnection[Any],
+    namespaces: Sequence[str],
+    now: datetime | None,
+    *,
+    cache: DefinitionCache | None = None,
+    config: FiringConfig = FiringConfig(),
+) -> FireReport:
+    """Fire everything due in ``namespaces`` at ``now`` (None: the database clock), batch
+    after batch (one transaction each); an empty list fires nothing."""
+    report = FireReport()
+    if not namespaces:
+        return report
+    cache = cache or DefinitionCache()
+    while True:
+        try:
+            batch = await _fire_batch(conn, namespaces, now, cache, config)
+        except _Stale as stale:
+            log.warning(
+                "version mismatch: schedules changed during a firing pass; rolled back",
+                extra=fields(action="version_mismatch", schedule=str(stale)),
+            )
+            return report
+        report.add(batch)
+        log.debug("fired due schedules", extra=fields(action="schedules_fired", count=batch.fired))
+        if batch.skipped:
+            log.info(
+                "skipped occurrences by policy",
+                extra=fields(action="occurrences_skipped", count=batch.skipped),
+            )
+        progressed = batch.claimed > batch.deferred
+        if not progressed or (batch.claimed < config.batch and not batch.backlog):
+            return report
+
+
+async def loop(
+    pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]],
+    namespaces: Sequence[str],
+    *,
+    clock: Clock,
+    wake: asyncio.Event,
+    config: FiringConfig = FiringConfig(),
+) -> None:
+    """Fire ``namespaces`` until cancelled: a pass, then sleep until the earliest next run
+    (at most ``config.max_sleep``) or until ``wake`` is set."""
+    cache = DefinitionCache(config.cache_size)
+    while True:
+        wake.clear()
+        try:
+            async with pool.connection() as conn:
+                report = await run_once(conn, namespaces, clock.now(), cache=cache, config=config)
+                alarm = await store.arun(conn, db.next_due(namespaces, clock.now()))
+            delay = _delay(report, alarm, config)
+        except psycopg.Error as exc:
+            log.error("firing failed: %s", exc, extra=fields(action="firing_failed"))
+            delay = config.error_sleep
+        await sleep(delay, wake)
+
+
+def _delay(report: FireReport, alarm: db.NextDue, config: FiringConfig) -> float:
+    if report.deferred:
+        return config.busy_sleep
+    if alarm.next_run_at is None:
+        return config.max_sleep
+    seconds = (alarm.next_run_at - alarm.now).total_seconds()
+    if seconds <= 0:
+        # Due, yet not ours: another worker holds it right now.
+        return config.busy_sleep
+    return min(seconds, config.max_sleep)

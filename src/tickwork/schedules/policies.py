@@ -1,0 +1,174 @@
+"""The firing engine's decisions, as pure functions: which due occurrences are misses and
+which of them still fire (misfire policy), which fire while the schedule's previous job is
+open (overlap policy), and what job an occurrence makes (template, carried state, jitter).
+
+Nothing here reads the clock or the database; the firing pass hands in what it knows.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from tickwork.db.schedules import NewScheduleJob, OpenJobs
+from tickwork.schedules.definition import ConcurrencyPolicy, MisfirePolicy, ScheduleDefinition
+
+MAX_CATCH_UP = 1000
+"""CatchUp fires at most this many missed occurrences, whatever ``catchUpLimit`` says."""
+
+
+def retained(policy: MisfirePolicy, catch_up_limit: int) -> int:
+    """How many of the most recent misses the policy may still fire."""
+    if policy is MisfirePolicy.SKIP:
+        return 0
+    if policy is MisfirePolicy.LATEST:
+        return 1
+    return min(catch_up_limit, MAX_CATCH_UP)
+
+
+def is_missed(
+    occurrence: datetime,
+    now: datetime,
+    *,
+    starting_deadline_seconds: int | None,
+    missed_before: datetime | None,
+) -> bool:
+    """Missed: before ``missed_before`` (the schedule was suspended then), or firing ``now``
+    is later than the occurrence plus its starting deadline."""
+    if missed_before is not None and occurrence < missed_before:
+        return True
+    if starting_deadline_seconds is None:
+        return False
+    return occurrence + timedelta(seconds=starting_deadline_seconds) < now
+
+
+@dataclass(frozen=True)
+class MisfireDecision:
+    fire: tuple[datetime, ...]
+    """Occurrences that still fire, in order."""
+    skipped: int
+    """Misses thrown away."""
+    settled: int
+    """How many of the occurrences given are dealt with (a prefix); the rest come back next pass."""
+
+
+def decide_misfire(
+    occurrences: Sequence[datetime],
+    *,
+    complete: bool,
+    now: datetime,
+    policy: MisfirePolicy,
+    catch_up_limit: int,
+    starting_deadline_seconds: int | None,
+    missed_before: datetime | None,
+) -> MisfireDecision:
+    """Apply the misfire policy to the due ``occurrences`` (ascending, all at or before ``now``).
+
+    ``complete`` says the list holds every due occurrence. Misses form a prefix of the list.
+    When the list was cut short inside the misses, how many there are in all is unknown, so
+    only those that cannot be among the :func:`retained` most recent are settled (skipped);
+    the caller looks again from the first unsettled one, having listed at least
+    ``retained(...)`` more occurrences than it wants settled.
+    Skip fires no miss; Latest fires the most recent one unless an on-time occurrence fires
+    in the same pass; CatchUp fires the most recent ``catch_up_limit``.
+    """
+
+    def on_time(occurrence: datetime) -> bool:
+        return not is_missed(
+            occurrence,
+            now,
+            starting_deadline_seconds=starting_deadline_seconds,
+            missed_before=missed_before,
+        )
+
+    missed = bisect.bisect_left(occurrences, True, key=on_time)
+    keep = retained(policy, catch_up_limit)
+    if missed == len(occurrences) and not complete:
+        settled = max(missed - keep, 0)
+        return MisfireDecision(fire=(), skipped=settled, settled=settled)
+    punctual = tuple(occurrences[missed:])
+    if policy is MisfirePolicy.LATEST and punctual:
+        keep = 0
+    chosen = tuple(occurrences[max(missed - keep, 0) : missed])
+    return MisfireDecision(
+        fire=chosen + punctual, skipped=missed - len(chosen), settled=len(occurrences)
+    )
+
+
+@dataclass(frozen=True)
+class OverlapDecision:
+    fire: tuple[datetime, ...]
+    skipped: int
+    replace: bool
+    """Cancel the schedule's open jobs before firing."""
+
+
+def decide_overlap(
+    candidates: Sequence[datetime], policy: ConcurrencyPolicy, open_jobs: OpenJobs | None
+) -> OverlapDecision:
+    """Which ``candidates`` (ascending) fire, given the schedule's open jobs.
+
+    Allow fires all. Forbid fires the latest one only when no job is pending or running.
+    BufferOne fires the latest one unless a job is already pending (waiting to start); the
+    engine's concurrency key keeps it from starting before the running one finished.
+    Replace fires the latest one and cancels the open jobs. Candidates not fired are skipped.
+    """
+    if not candidates or policy is ConcurrencyPolicy.ALLOW:
+        return OverlapDecision(tuple(candidates), 0, replace=False)
+    pending = open_jobs.available if open_jobs else 0
+    running = open_jobs.running if open_jobs else 0
+    blocked = (policy is ConcurrencyPolicy.FORBID and pending + running > 0) or (
+        policy is ConcurrencyPolicy.BUFFER_ONE and pending > 0
+    )
+    if blocked:
+        return OverlapDecision((), len(candidates), replace=False)
+    replace = policy is ConcurrencyPolicy.REPLACE and pending + running > 0
+    return OverlapDecision((candidates[-1],), len(candidates) - 1, replace=replace)
+
+
+def jitter(namespace: str, name: str, occurrence: datetime, seconds: int) -> timedelta:
+    """A delay in [0, ``seconds``] that is the same for an occurrence in every process."""
+    if seconds <= 0:
+        return timedelta(0)
+    digest = hashlib.sha256(f"{namespace}/{name}/{occurrence.isoformat()}".encode()).digest()
+    return timedelta(microseconds=int.from_bytes(digest[:8], "big") % (seconds * 1_000_000 + 1))
+
+
+def concurrency_key(namespace: str, definition: ScheduleDefinition) -> str | None:
+    """The template's key; BufferOne without one gets ``schedule:<namespace>/<name>``, so
+    the waiting job cannot start before the running one finished."""
+    key = definition.job.concurrency_key
+    if key is None and definition.concurrency_policy is ConcurrencyPolicy.BUFFER_ONE:
+        return f"schedule:{namespace}/{definition.name}"
+    return key
+
+
+def schedule_job(
+    namespace: str, definition: ScheduleDefinition, occurrence: datetime | None, state: Any
+) -> NewScheduleJob:
+    """The job for ``occurrence`` (None: a manual trigger, due now). The carried ``state``,
+    when not None, replaces the template's payload."""
+    template = definition.job
+    run_at = None
+    if occurrence is not None:
+        run_at = occurrence + jitter(
+            namespace, definition.name, occurrence, definition.jitter_seconds
+        )
+    return NewScheduleJob(
+        namespace=namespace,
+        name=definition.name,
+        occurrence_at=occurrence,
+        run_at=run_at,
+        kind=template.kind,
+        queue=template.queue,
+        payload=template.payload if state is None else state,
+        priority=template.priority,
+        max_attempts=template.max_attempts,
+        retry=template.retry,
+        timeout=template.timeout_seconds,
+        concurrency_key=concurrency_key(namespace, definition),
+    )

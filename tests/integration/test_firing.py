@@ -1,0 +1,361 @@
+"""The firing pass: due occurrences become jobs with their occurrence key, in the offered
+namespaces only; cron in a time zone, fixed rate, fixed delay, jitter, carried state, racing
+passes, backlogs settled over several passes, and many schedules over several batches."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import psycopg
+import pytest
+
+import tickwork
+from helpers import opened, running, wait_status
+from helpers import settings as worker_settings
+from schedule_helpers import KIND, NS, T0, at, cron, every, fire, jobs, occurrences, schedule
+from tickwork.clock import SettableClock
+from tickwork.db import schedules as schedules_db
+from tickwork.db import store
+from tickwork.maintenance import firing
+from tickwork.model import Backoff, JobId
+from tickwork.schedules import policies
+from tickwork.schedules.definition import IntervalMode, JobTemplate
+from tickwork.worker.runner import Worker
+
+
+@pytest.fixture
+def clock() -> SettableClock:
+    return SettableClock(T0)
+
+
+@pytest.fixture
+def app(database_url: str, clock: SettableClock) -> Iterator[tickwork.App]:
+    app = tickwork.App(database_url, clock=clock)
+    yield app
+    app.close()
+
+
+@pytest.fixture
+async def aconn(database_url: str) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as c:
+        yield c
+
+
+async def test_a_due_occurrence_becomes_one_job_with_its_occurrence_key(
+    app: tickwork.App, aconn: psycopg.AsyncConnection[Any], conn: psycopg.Connection[Any]
+) -> None:
+    template = JobTemplate(
+        kind="report.nightly",
+        queue="reports",
+        payload={"scope": "due"},
+        priority=7,
+        max_attempts=3,
+        retry=Backoff(2, 2, 20),
+        timeout_seconds=60,
+        concurrency_key="reports",
+    )
+    app.sync_schedules(NS, [cron("nightly", "*/5 * * * *", job=template)])
+
+    assert await fire(aconn, at(299)) == firing.FireReport()  # not due yet
+    assert jobs(conn) == []
+
+    report = await fire(aconn, at(300.2))
+    assert (report.claimed, report.fired, report.skipped) == (1, 1, 0)
+    (job,) = jobs(conn)
+    assert (job["schedule_namespace"], job["schedule_name"]) == (NS, "nightly")
+    assert job["occurrence_at"] == job["run_at"] == at(300)
+    assert (job["kind"], job["queue"], job["payload"]) == (
+        "report.nightly",
+        "reports",
+        {"scope": "due"},
+    )
+    assert (job["priority"], job["max_attempts"], job["timeout_seconds"]) == (7, 3, 60)
+    assert (job["retry_base_seconds"], job["retry_rate"], job["retry_max_seconds"]) == (2, 2, 20)
+    assert (job["concurrency_key"], job["status"]) == ("reports", "available")
+    row = schedule(conn, "nightly")
+    assert row["next_run_at"] == at(600)
+    assert (row["last_occurrence_at"], row["last_job_id"]) == (at(300), job["id"])
+
+    assert (await fire(aconn, at(301))).claimed == 0  # advanced: nothing due until 00:10
+    assert len(jobs(conn)) == 1
+
+
+async def test_a_worker_fires_only_the_namespaces_it_offers(
+    app: tickwork.App, aconn: psycopg.AsyncConnection[Any], conn: psycopg.Connection[Any]
+) -> None:
+    for namespace in ("billing", "reports", "other"):
+        app.sync_schedules(namespace, [every("tick", 60)])
+    assert await fire(aconn, at(60), ()) == firing.FireReport()
+    await fire(aconn, at(60), ("billing", "reports"))
+    fired = {r[0] for r in conn.execute("SELECT schedule_namespace FROM tickwork.jobs")}
+    assert fired == {"billing", "reports"}
+    assert schedule(conn, "tick", "other")["next_run_at"] == at(60)
+
+
+async def test_cron_is_read_in_the_schedule_time_zone_across_daylight_saving(
+    app: tickwork.App,
+    aconn: psycopg.AsyncConnection[Any],
+    conn: psycopg.Connection[Any],
+    clock: SettableClock,
+) -> None:
+    clock.set(datetime(2030, 3, 9, 12, tzinfo=UTC))
+    app.sync_schedules(
+        NS,
+        [
+            cron("berlin", "30 9 * * *", time_zone="Europe/Berlin"),
+            # 2030-03-10 02:30 does not exist in New York: it fires once, at 03:00 EDT.
+            cron("new-york", "30 2 * * *", time_zone="America/New_York"),
+        ],
+    )
+    await fire(aconn, datetime(2030, 3, 11, tzinfo=UTC))
+    assert occurrences(conn, "berlin") == [datetime(2030, 3, 10, 8, 30, tzinfo=UTC)]
+    assert occurrences(conn, "new-york") == [datetime(2030, 3, 10, 7, 0, tzinfo=UTC)]
+    assert schedule(conn, "new-york")["next_run_at"] == datetime(2030, 3, 11, 6, 30, tzinfo=UTC)
+
+
+async def test_fixed_rate_fires_every_anchored_occurrence(
+    app: tickwork.App, aconn: psycopg.AsyncConnection[Any], conn: psycopg.Connection[Any]
+) -> None:
+    app.sync_schedules(NS, [every("tick", 10)])
+    await fire(aconn, at(10))
+    await fire(aconn, at(35))  # late, and no deadline: 20 and 30 still fire
+    assert occurrences(conn, "tick") == [at(10), at(20), at(30)]
+    assert schedule(conn, "tick")["next_run_at"] == at(40)
+
+
+async def test_fixed_delay_waits_for_the_job_to_finish(
+    app: tickwork.App,
+    aconn: psycopg.AsyncConnection[Any],
+    conn: psycopg.Connection[Any],
+    clock: SettableClock,
+) -> None:
+    app.sync_schedules(NS, [every("poll", 45, interval_mode=IntervalMode.FIXED_DELAY)])
+    await fire(aconn, at(45))
+    assert schedule(conn, "poll")["next_run_at"] is None  # wait for the job
+    assert (await fire(aconn, at(1000))).claimed == 0
+
+    # The job succeeds at 100 s (the worker's completion write): next run 45 s later.
+    (job,) = store.run(conn, store.claim_jobs("w", ["default"], [KIND], 10, 30, at(50)))
+    with conn.transaction():
+        store.run(conn, store.complete_jobs([job], at(100)))
+        store.run(conn, schedules_db.jobs_succeeded({job.id: None}))
+    assert schedule(conn, "poll")["next_run_at"] == at(145)
+    assert schedule(conn, "poll")["last_success_at"] == at(100)
+
+    # A cancelled (or dead) job ends the wait as well.
+    await fire(aconn, at(150))
+    (_, second) = jobs(conn, "poll")
+    assert second["occurrence_at"] == at(145)
+    clock.set(at(170))
+    app.cancel(second["id"])
+    row = schedule(conn, "poll")
+    assert (row["next_run_at"], row["last_job_status"]) == (at(215), "cancelled")
+
+
+async def test_jitter_delays_run_at_by_a_stable_bounded_amount(
+    app: tickwork.App, aconn: psycopg.AsyncConnection[Any], conn: psycopg.Connection[Any]
+) -> None:
+    app.sync_schedules(NS, [every("spread", 60, jitter_seconds=30)])
+    await fire(aconn, at(600))
+    fired = jobs(conn, "spread")
+    assert len(fired) == 10
+    for job in fired:
+        delay = job["run_at"] - job["occurrence_at"]
+        assert timedelta(0) <= delay <= timedelta(seconds=30)
+        assert delay == policies.jitter(NS, "spread", job["occurrence_at"], 30)
+    assert len({job["run_at"] - job["occurrence_at"] for job in fired}) > 1
+
+
+async def test_a_return_value_is_carried_as_the_payload_of_the_next_occurrences(
+    database_url: str,
+    app: tickwork.App,
+    aconn: psycopg.AsyncConnection[Any],
+    conn: psycopg.Connection[Any],
+    clock: SettableClock,
+) -> None:
+    template = JobTemplate(kind="s.count", payload={"n": 0})
+    app.sync_schedules(NS, [every("counter", 60, job=template)])
+
+    @app.task("s.count")
+    async def count(job: tickwork.Job) -> Any:
+        n = job.payload["n"]
+        return None if n == 2 else {"n": n + 1}
+
+    worker = Worker(app, worker_settings(database_url), clock=clock)
+    async with running(worker):
+        for minute, expected in ((1, 0), (2, 1), (3, 2), (4, 2)):
+            clock.set(at(60 * minute))
+            await fire(aconn, at(60 * minute))
+            job = jobs(conn, "counter")[-1]
+            assert job["payload"] == {"n": expected}
+            await wait_status(aconn, job["id"], "succeeded")
+    row = schedule(conn, "counter")
+    assert row["state"] == {"n": 2}  # the None returned at n == 2 kept the state
+    assert (row["last_job_status"], row["last_success_at"]) == ("succeeded", at(240))
+
+
+async def test_a_return_value_that_is_not_json_is_not_carried(
+    database_url: str,
+    app: tickwork.App,
+    aconn: psycopg.AsyncConnection[Any],
+    conn: psycopg.Connection[Any],
+    clock: SettableClock,
+) -> None:
+    app.sync_schedules(NS, [every("odd", 60, job=JobTemplate(kind="s.odd"))])
+
+    @app.task("s.odd")
+    async def odd(job: tickwork.Job) -> Any:
+        return {1, 2}
+
+    clock.set(at(60))
+    await fire(aconn, at(60))
+    async with running(Worker(app, worker_settings(database_url), clock=clock)):
+        await wait_status(aconn, jobs(conn, "odd")[0]["id"], "succeeded")
+    assert schedule(conn, "odd")["state"] is None
+
+
+async def test_the_worker_fires_the_namespaces_it_offers_on_its_own(
+    database_url: str, app: tickwork.App, conn: psycopg.Connection[Any]
+) -> None:
+    # The database clock: sync now, the first occurrence is at most 1 s away.
+    real = tickwork.App(database_url)
+    real.sync_schedules(NS, [every("tick", 1)])
+    real.sync_schedules("elsewhere", [every("tick", 1)])
+    worker = Worker(real, worker_settings(database_url, namespaces=(NS,)))
+    try:
+        async with running(worker):
+            for _ in range(200):
+                if len(jobs(conn)) >= 2:
+                    break
+                await asyncio.sleep(0.05)
+    finally:
+        real.close()
+    fired = jobs(conn)
+    assert len(fired) >= 2
+    assert {job["schedule_namespace"] for job in fired} == {NS}
+    lag = max(job["created_at"] - job["occurrence_at"] for job in fired)
+    assert lag < timedelta(seconds=1)
+
+
+async def test_racing_passes_make_one_job_per_occurrence(
+    app: tickwork.App, database_url: str, conn: psycopg.Connection[Any]
+) -> None:
+    app.sync_schedules(NS, [every(f"s{i}", 1) for i in range(40)])
+    connections = [
+        await psycopg.AsyncConnection.connect(database_url, autocommit=True) for _ in range(4)
+    ]
+    try:
+        small = firing.FiringConfig(batch=5)
+        reports = await asyncio.gather(
+            *(firing.run_once(c, [NS], at(30), config=small) for c in connections)
+        )
+    finally:
+        for c in connections:
+            await c.close()
+    assert sum(r.fired for r in reports) == 40 * 30
+    counts = conn.execute(
+        "SELECT count(*), count(DISTINCT (schedule_name, occurrence_at)) FROM tickwork.jobs"
+    ).fetchone()
+    assert counts == (1200, 1200)
+
+
+async def test_a_backlog_is_settled_over_several_passes(
+    app: tickwork.App, aconn: psycopg.AsyncConnection[Any], conn: psycopg.Connection[Any]
+) -> None:
+    app.sync_schedules(NS, [every("busy", 1), every("quiet", 3600)])
+    config = firing.FiringConfig(chunk=100, budget=150)
+    report = await firing.run_once(aconn, [NS], at(1000), config=config)
+    assert report.fired == 1000
+    assert occurrences(conn, "busy") == [at(s) for s in range(1, 1001)]
+    assert schedule(conn, "busy")["next_run_at"] == at(1001)
+
+
+async def test_more_due_schedules_than_a_batch_are_fired_batch_after_batch(
+    app: tickwork.App, aconn: psycopg.AsyncConnection[Any], conn: psycopg.Connection[Any]
+) -> None:
+    app.sync_schedules(NS, [every(f"s{i:02}", 60) for i in range(23)])
+    report = await firing.run_once(aconn, [NS], at(60), config=firing.FiringConfig(batch=5))
+    assert (report.claimed, report.fired) == (23, 23)
+    assert len(jobs(conn)) == 23
+
+
+async def test_suspended_and_disabled_schedules_do_not_fire(
+    app: tickwork.App, aconn: psycopg.AsyncConnection[Any], conn: psycopg.Connection[Any]
+) -> None:
+    app.sync_schedules(NS, [every("paused", 60, suspend=True), every("gone", 60)])
+    app.sync_schedules(NS, [every("paused", 60, suspend=True)])
+    assert (await fire(aconn, at(600))).claimed == 0
+    assert jobs(conn) == []
+
+
+async def test_a_stored_spec_that_cannot_be_read_is_postponed_and_others_still_fire(
+    app: tickwork.App, aconn: psycopg.AsyncConnection[Any], conn: psycopg.Connection[Any]
+) -> None:
+    app.sync_schedules(NS, [every("broken", 60), every("fine", 60)])
+    conn.execute("UPDATE tickwork.schedules SET spec = '{\"every\": 5}' WHERE name = 'broken'")
+    report = await fire(aconn, at(60))
+    assert (report.claimed, report.fired) == (2, 1)
+    assert occurrences(conn, "fine") == [at(60)]
+    assert schedule(conn, "broken")["next_run_at"] == at(60) + firing.BROKEN_RETRY
+
+
+async def test_the_cache_follows_revisions(
+    app: tickwork.App,
+    aconn: psycopg.AsyncConnection[Any],
+    conn: psycopg.Connection[Any],
+    clock: SettableClock,
+) -> None:
+    cache = firing.DefinitionCache()
+    app.sync_schedules(NS, [every("a", 60, job=JobTemplate(kind=KIND, payload={"v": 1}))])
+    await firing.run_once(aconn, [NS], at(60), cache=cache)
+    clock.set(at(61))
+    app.sync_schedules(NS, [every("a", 60, job=JobTemplate(kind=KIND, payload={"v": 2}))])
+    await firing.run_once(aconn, [NS], at(120), cache=cache)
+    assert [job["payload"] for job in jobs(conn, "a")] == [{"v": 1}, {"v": 2}]
+    assert cache.get(NS, "a", 2) is not None
+
+
+async def test_the_worker_completion_write_records_schedule_successes(
+    database_url: str,
+    app: tickwork.App,
+    aconn: psycopg.AsyncConnection[Any],
+    conn: psycopg.Connection[Any],
+    clock: SettableClock,
+) -> None:
+    app.sync_schedules(NS, [every("a", 60, job=JobTemplate(kind="s.ok"))])
+
+    @app.task("s.ok")
+    async def ok(job: tickwork.Job) -> str:
+        return "done"
+
+    await fire(aconn, at(60))
+    clock.set(at(61))
+    worker = Worker(app, worker_settings(database_url), clock=clock)
+    async with opened(worker):
+        (job,) = await worker.claim_once(10)
+        await worker._run_job(job)
+        await worker._complete(list(worker._done))
+    row = schedule(conn, "a")
+    assert (row["state"], row["state_job_id"]) == ("done", job.id)
+    assert (row["last_job_status"], row["last_success_at"]) == ("succeeded", at(61))
+    assert row["last_job_id"] == JobId(job.id)
+
+
+async def test_changing_a_fixed_delay_schedule_while_its_job_runs_keeps_waiting_for_it(
+    app: tickwork.App,
+    aconn: psycopg.AsyncConnection[Any],
+    conn: psycopg.Connection[Any],
+    clock: SettableClock,
+) -> None:
+    app.sync_schedules(NS, [every("poll", 45, interval_mode=IntervalMode.FIXED_DELAY)])
+    await fire(aconn, at(45))
+    clock.set(at(50))
+    app.sync_schedules(NS, [every("poll", 30, interval_mode=IntervalMode.FIXED_DELAY)])
+    row = schedule(conn, "poll")
+    assert (row["revision"], row["next_run_at"]) == (2, None)
+    clock.set(at(60))
+    app.cancel(jobs(conn, "poll")[0]["id"])
+    assert schedule(conn, "poll")["next_run_at"] == at(90)  # the new delay
