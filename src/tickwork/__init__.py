@@ -2,5 +2,23 @@
 
 from tickwork.app import App
 from tickwork.model import Backoff, Job, JobId, JobStatus
+from tickwork.schedules.definition import (
+    ConcurrencyPolicy,
+    IntervalMode,
+    JobTemplate,
+    MisfirePolicy,
+    ScheduleDefinition,
+)
 
-__all__ = ["App", "Backoff", "Job", "JobId", "JobStatus"]
+__all__ = [
+    "App",
+    "Backoff",
+    "ConcurrencyPolicy",
+    "IntervalMode",
+    "Job",
+    "JobId",
+    "JobStatus",
+    "JobTemplate",
+    "MisfirePolicy",
+    "ScheduleDefinition",
+]

@@ -20,7 +20,7 @@ from tickwork.errors import (
     InvalidInput,
     InvalidTransition,
     JobNotFound,
-    TickworkError,
+    ScheduleNotFound,
 )
 from tickwork.model import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, Backoff, Job, JobId
 from tickwork.schedules import occurrences, policies
@@ -38,10 +38,6 @@ MAX_BACKFILL = 100_000
 """Most occurrences one backfill creates; a longer range is refused."""
 
 _TICK = timedelta(microseconds=1)
-
-
-class ScheduleNotFound(TickworkError):
-    """No schedule has that namespace and name."""
 
 
 @dataclass(frozen=True)

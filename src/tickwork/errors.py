@@ -34,6 +34,14 @@ class UnknownTask(TickworkError):
     """No task of that kind is registered."""
 
 
+class NamespaceOwned(TickworkError):
+    """The namespace belongs to another owner; sync with ``take_over`` to claim it."""
+
+
+class ScheduleNotFound(TickworkError):
+    """No schedule has that namespace and name."""
+
+
 class JobNotFound(TickworkError):
     """No job has that id."""
 

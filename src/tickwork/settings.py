@@ -31,7 +31,9 @@ class WorkerSettings:
     app: str = field(default="", metadata=_doc("the App to serve, as MODULE:ATTRIBUTE (required)"))
     queues: tuple[str, ...] = field(
         default=(),
-        metadata=_doc("queues to claim from; default: \"default\" plus the queues of the registered tasks"),
+        metadata=_doc(
+            "queues to claim from; default: 'default' plus the queues of the registered tasks"
+        ),
     )
     namespaces: tuple[str, ...] = field(
         default=(),

@@ -12,11 +12,10 @@ import pytest
 
 import tickwork
 from schedule_helpers import NS, T0, at, cron, every, jobs, schedule
-from tickwork.app import ScheduleNotFound
 from tickwork.clock import SettableClock
-from tickwork.errors import InvalidInput
+from tickwork.errors import InvalidInput, NamespaceOwned, ScheduleNotFound
 from tickwork.schedules.definition import DefinitionError, IntervalMode, JobTemplate
-from tickwork.schedules.sync import NamespaceOwned, SyncReport
+from tickwork.schedules.sync import SyncReport
 
 
 @pytest.fixture

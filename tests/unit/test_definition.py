@@ -208,7 +208,7 @@ def test_unknown_time_zones_are_rejected(zone: str) -> None:
         ({"starting_deadline_seconds": 0}, "spec.startingDeadlineSeconds"),
         ({"starting_deadline_seconds": -1}, "spec.startingDeadlineSeconds"),
         ({"catch_up_limit": 0}, "spec.catchUpLimit"),
-        ({"catch_up_limit": MAX_INT + 1}, "spec.catchUpLimit"),
+        ({"catch_up_limit": 1001}, "spec.catchUpLimit"),
         ({"jitter_seconds": -1}, "spec.jitterSeconds"),
     ],
 )

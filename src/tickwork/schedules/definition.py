@@ -26,6 +26,8 @@ MAX_NAME_LENGTH = 253
 """Longest schedule name: a Kubernetes object name (DNS-1123 subdomain)."""
 
 MAX_INT = 2**31 - 1
+MAX_CATCH_UP = 1000
+"""CatchUp fires at most this many missed occurrences (firing sizes its look-ahead by it)."""
 """Upper bound of every integer field: they are stored as PostgreSQL ``integer``."""
 
 _T = TypeVar("_T")
@@ -123,6 +125,8 @@ class ScheduleDefinition:
         if self.starting_deadline_seconds is not None:
             self._check_int("spec.startingDeadlineSeconds", self.starting_deadline_seconds, 1)
         self._check_int("spec.catchUpLimit", self.catch_up_limit, 1)
+        if self.catch_up_limit > MAX_CATCH_UP:
+            self._fail("spec.catchUpLimit", f"must be <= {MAX_CATCH_UP}, not {self.catch_up_limit}")
         self._check_int("spec.jitterSeconds", self.jitter_seconds, 0)
         if self.every is not None and self.jitter_seconds >= self.every.total_seconds():
             every = format_duration(self.every)

@@ -15,10 +15,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from tickwork.db.schedules import NewScheduleJob, OpenJobs
-from tickwork.schedules.definition import ConcurrencyPolicy, MisfirePolicy, ScheduleDefinition
-
-MAX_CATCH_UP = 1000
-"""CatchUp fires at most this many missed occurrences, whatever ``catchUpLimit`` says."""
+from tickwork.schedules.definition import (
+    MAX_CATCH_UP,
+    ConcurrencyPolicy,
+    MisfirePolicy,
+    ScheduleDefinition,
+)
 
 
 def retained(policy: MisfirePolicy, catch_up_limit: int) -> int:

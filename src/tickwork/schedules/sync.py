@@ -23,7 +23,7 @@ import psycopg
 
 from tickwork.db import schedules as db
 from tickwork.db import store
-from tickwork.errors import InvalidInput, TickworkError
+from tickwork.errors import InvalidInput, NamespaceOwned
 from tickwork.schedules import occurrences
 from tickwork.schedules.definition import (
     DefinitionError,
@@ -38,10 +38,6 @@ ANALYZE_AFTER = 1000
 """A sync creating this many schedules refreshes the table's statistics."""
 
 _TICK = timedelta(microseconds=1)
-
-
-class NamespaceOwned(TickworkError):
-    """The namespace belongs to another owner; sync with ``take_over`` to claim it."""
 
 
 @dataclass(frozen=True)

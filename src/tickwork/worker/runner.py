@@ -238,6 +238,8 @@ class Worker:
         return jobs
 
     async def _claimer(self) -> None:
+        if not self.kinds:
+            return  # a worker that only fires schedules claims nothing
         low_water = max(1, min(self.settings.claim_batch, self._capacity // 2))
         while True:
             room = self._capacity - len(self._held)
