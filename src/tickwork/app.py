@@ -5,8 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, TypeVar
 
 import psycopg
@@ -23,7 +22,7 @@ from tickwork.errors import (
     ScheduleNotFound,
 )
 from tickwork.model import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, Backoff, Job, JobId
-from tickwork.schedules import occurrences, policies
+from tickwork.schedules import operations
 from tickwork.schedules import sync as schedule_sync
 from tickwork.schedules.definition import ScheduleDefinition
 from tickwork.schedules.sync import SyncReport
@@ -33,19 +32,6 @@ T = TypeVar("T")
 F = TypeVar("F", bound=TaskFunction)
 
 _UNIQUE_RACE_RETRIES = 5
-
-MAX_BACKFILL = 100_000
-"""Most occurrences one backfill creates; a longer range is refused."""
-
-_TICK = timedelta(microseconds=1)
-
-
-@dataclass(frozen=True)
-class BackfillReport:
-    created: int
-    """Jobs created."""
-    existing: int
-    """Occurrences in the range that had their job already."""
 
 
 class App:
@@ -443,41 +429,14 @@ class App:
             raise ScheduleNotFound(f"no schedule {name!r} in namespace {namespace!r}")
         return rows[0]
 
-    def _lock_schedule(
-        self, conn: psycopg.Connection[Any], namespace: str, name: str
-    ) -> tuple[schedules_db.LockedSchedule, ScheduleDefinition]:
-        locked = store.run(conn, schedules_db.lock_schedule(namespace, name))
-        if locked is None:
-            raise ScheduleNotFound(f"no schedule {name!r} in namespace {namespace!r}")
-        return locked, ScheduleDefinition.from_spec(name, locked.spec)
-
     def fire_schedule(
         self, namespace: str, name: str, revision: int, occurrence_at: datetime
     ) -> JobId | None:
         """Create the job of one occurrence, only if the schedule is enabled and still at
         ``revision``; None otherwise, or when the occurrence has its job already. Misfire and
         overlap policies do not apply; ``occurrence_at`` must be an occurrence of the schedule."""
-        if occurrence_at.tzinfo is None:
-            raise InvalidInput("occurrence_at", "must be timezone-aware")
         with self.connection() as conn:
-            locked = store.run(conn, schedules_db.lock_schedule(namespace, name))
-            if locked is None or locked.revision != revision or not locked.enabled:
-                return None
-            definition = ScheduleDefinition.from_spec(name, locked.spec)
-            if schedule_sync.fixed_delay(definition) is None:
-                timetable = definition.timetable(namespace)
-                zone = occurrences.load_zone(definition.time_zone)
-                if timetable.next_after(occurrence_at - _TICK, zone) != occurrence_at:
-                    raise InvalidInput(
-                        "occurrence_at",
-                        f"{occurrence_at.isoformat()} is not an occurrence of {namespace}/{name}",
-                    )
-            job = policies.schedule_job(namespace, definition, occurrence_at, locked.state)
-            created = store.run(conn, schedules_db.insert_jobs([job], self.clock.now()))
-            if not created:
-                return None
-            store.run(conn, schedules_db.record_job(namespace, name, created[0].id, occurrence_at))
-            return created[0].id
+            return operations.fire(conn, namespace, name, revision, occurrence_at, self.clock.now())
 
     def backfill(
         self,
@@ -489,55 +448,14 @@ class App:
         actor: str = "api",
         reason: str | None = None,
         request_id: str | None = None,
-    ) -> BackfillReport:
+    ) -> operations.BackfillReport:
         """Create the jobs of every occurrence in [``start``, ``end``] that has none yet
-        (policies do not apply); twice creates nothing twice. Audited. Refuses a range in
-        the future or holding more than MAX_BACKFILL occurrences, and FixedDelay schedules."""
-        for field, value in (("start", start), ("end", end)):
-            if value.tzinfo is None:
-                raise InvalidInput(field, "must be timezone-aware")
-        if end < start:
-            raise InvalidInput("end", "must not be before start")
+        (policies do not apply); twice creates nothing twice. Audited. Refuses a range in the
+        future or holding more than ``operations.MAX_BACKFILL`` occurrences, and FixedDelay
+        schedules."""
+        audit = operations.Audit(actor, reason, request_id)
         with self.connection() as conn:
-            if end > store.run(conn, store.database_now(self.clock.now())):
-                raise InvalidInput("end", "is in the future: the schedule fires those itself")
-            locked, definition = self._lock_schedule(conn, namespace, name)
-            if not locked.enabled:
-                raise InvalidTransition(f"schedule {namespace}/{name} is disabled")
-            if schedule_sync.fixed_delay(definition) is not None:
-                raise InvalidInput("name", "a FixedDelay schedule has no timetable to backfill")
-            found = occurrences.occurrences_between(
-                definition.timetable(namespace),
-                start - _TICK,
-                end,
-                occurrences.load_zone(definition.time_zone),
-                limit=MAX_BACKFILL + 1,
-            )
-            if len(found) > MAX_BACKFILL:
-                raise InvalidInput(
-                    "end", f"the range holds more than {MAX_BACKFILL} occurrences; split it"
-                )
-            jobs = [policies.schedule_job(namespace, definition, o, locked.state) for o in found]
-            created = store.run(conn, schedules_db.insert_jobs(jobs, self.clock.now()))
-            report = BackfillReport(created=len(created), existing=len(found) - len(created))
-            store.run(
-                conn,
-                store.record_audit(
-                    actor=actor,
-                    action="backfill",
-                    target=f"schedule:{namespace}/{name}",
-                    reason=reason,
-                    request_id=request_id,
-                    details={
-                        "start": start.isoformat(),
-                        "end": end.isoformat(),
-                        "created": report.created,
-                        "existing": report.existing,
-                    },
-                    now=self.clock.now(),
-                ),
-            )
-            return report
+            return operations.backfill(conn, namespace, name, start, end, audit, self.clock.now())
 
     def trigger(
         self,
@@ -550,23 +468,6 @@ class App:
     ) -> JobId:
         """One job of the schedule now, outside its timetable (no occurrence); audited.
         Works while suspended; refused for a disabled schedule."""
+        audit = operations.Audit(actor, reason, request_id)
         with self.connection() as conn:
-            locked, definition = self._lock_schedule(conn, namespace, name)
-            if not locked.enabled:
-                raise InvalidTransition(f"schedule {namespace}/{name} is disabled")
-            job = policies.schedule_job(namespace, definition, None, locked.state)
-            job_id = store.run(conn, schedules_db.insert_jobs([job], self.clock.now()))[0].id
-            store.run(conn, schedules_db.record_job(namespace, name, job_id, None))
-            store.run(
-                conn,
-                store.record_audit(
-                    actor=actor,
-                    action="trigger",
-                    target=f"schedule:{namespace}/{name}",
-                    reason=reason,
-                    request_id=request_id,
-                    details={"job_id": job_id},
-                    now=self.clock.now(),
-                ),
-            )
-            return job_id
+            return operations.trigger(conn, namespace, name, audit, self.clock.now())

@@ -13,10 +13,10 @@ from psycopg.rows import dict_row
 
 import tickwork
 from schedule_helpers import NS, T0, at, cron, every, fire, jobs, occurrences, schedule
-from tickwork.app import MAX_BACKFILL, BackfillReport
 from tickwork.clock import SettableClock
 from tickwork.errors import InvalidInput, InvalidTransition, ScheduleNotFound
 from tickwork.schedules.definition import ConcurrencyPolicy, IntervalMode, JobTemplate
+from tickwork.schedules.operations import MAX_BACKFILL, BackfillReport
 
 
 @pytest.fixture

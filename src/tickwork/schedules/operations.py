@@ -1,0 +1,157 @@
+"""Operator actions on one schedule, outside its timetable: the revision-fenced single fire,
+backfill and manual trigger. Each runs on the caller's connection, in one transaction."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import psycopg
+
+from tickwork.db import schedules as schedules_db
+from tickwork.db import store
+from tickwork.errors import InvalidInput, InvalidTransition, ScheduleNotFound
+from tickwork.model import JobId
+from tickwork.schedules import occurrences, policies
+from tickwork.schedules import sync as schedule_sync
+from tickwork.schedules.definition import ScheduleDefinition
+
+MAX_BACKFILL = 100_000
+"""Most occurrences one backfill creates; a longer range is refused."""
+
+_TICK = timedelta(microseconds=1)
+
+
+@dataclass(frozen=True)
+class BackfillReport:
+    created: int
+    """Jobs created."""
+    existing: int
+    """Occurrences in the range that had their job already."""
+
+
+@dataclass(frozen=True)
+class Audit:
+    """Who asked for an action, why, and under which request id."""
+
+    actor: str
+    reason: str | None = None
+    request_id: str | None = None
+
+    def record(
+        self, action: str, target: str, details: dict[str, Any], now: datetime | None
+    ) -> store.Op[int]:
+        return store.record_audit(
+            actor=self.actor,
+            action=action,
+            target=target,
+            reason=self.reason,
+            request_id=self.request_id,
+            details=details,
+            now=now,
+        )
+
+
+def _lock(
+    conn: psycopg.Connection[Any], namespace: str, name: str
+) -> tuple[schedules_db.LockedSchedule, ScheduleDefinition]:
+    locked = store.run(conn, schedules_db.lock_schedule(namespace, name))
+    if locked is None:
+        raise ScheduleNotFound(f"no schedule {name!r} in namespace {namespace!r}")
+    return locked, ScheduleDefinition.from_spec(name, locked.spec)
+
+
+def _aware(field: str, value: datetime) -> None:
+    if value.tzinfo is None:
+        raise InvalidInput(field, "must be timezone-aware")
+
+
+def fire(
+    conn: psycopg.Connection[Any],
+    namespace: str,
+    name: str,
+    revision: int,
+    occurrence_at: datetime,
+    now: datetime | None,
+) -> JobId | None:
+    """The job of one occurrence if the schedule is enabled and still at ``revision``."""
+    _aware("occurrence_at", occurrence_at)
+    locked = store.run(conn, schedules_db.lock_schedule(namespace, name))
+    if locked is None or locked.revision != revision or not locked.enabled:
+        return None
+    definition = ScheduleDefinition.from_spec(name, locked.spec)
+    if schedule_sync.fixed_delay(definition) is None:
+        timetable = definition.timetable(namespace)
+        zone = occurrences.load_zone(definition.time_zone)
+        if timetable.next_after(occurrence_at - _TICK, zone) != occurrence_at:
+            raise InvalidInput(
+                "occurrence_at",
+                f"{occurrence_at.isoformat()} is not an occurrence of {namespace}/{name}",
+            )
+    job = policies.schedule_job(namespace, definition, occurrence_at, locked.state)
+    created = store.run(conn, schedules_db.insert_jobs([job], now))
+    if not created:
+        return None
+    store.run(conn, schedules_db.record_job(namespace, name, created[0].id, occurrence_at))
+    return created[0].id
+
+
+def backfill(
+    conn: psycopg.Connection[Any],
+    namespace: str,
+    name: str,
+    start: datetime,
+    end: datetime,
+    audit: Audit,
+    now: datetime | None,
+) -> BackfillReport:
+    """The jobs of every occurrence in [start, end] that has none yet, through the
+    occurrence key: running it twice creates nothing twice."""
+    _aware("start", start)
+    _aware("end", end)
+    if end < start:
+        raise InvalidInput("end", "must not be before start")
+    if end > store.run(conn, store.database_now(now)):
+        raise InvalidInput("end", "is in the future: the schedule fires those itself")
+    locked, definition = _lock(conn, namespace, name)
+    if not locked.enabled:
+        raise InvalidTransition(f"schedule {namespace}/{name} is disabled")
+    if schedule_sync.fixed_delay(definition) is not None:
+        raise InvalidInput("name", "a FixedDelay schedule has no timetable to backfill")
+    found = occurrences.occurrences_between(
+        definition.timetable(namespace),
+        start - _TICK,
+        end,
+        occurrences.load_zone(definition.time_zone),
+        limit=MAX_BACKFILL + 1,
+    )
+    if len(found) > MAX_BACKFILL:
+        raise InvalidInput("end", f"the range holds more than {MAX_BACKFILL} occurrences; split it")
+    jobs = [policies.schedule_job(namespace, definition, o, locked.state) for o in found]
+    created = store.run(conn, schedules_db.insert_jobs(jobs, now))
+    report = BackfillReport(created=len(created), existing=len(found) - len(created))
+    details = {
+        "start": start.isoformat(),
+        "end": end.isoformat(),
+        "created": report.created,
+        "existing": report.existing,
+    }
+    store.run(conn, audit.record("backfill", f"schedule:{namespace}/{name}", details, now))
+    return report
+
+
+def trigger(
+    conn: psycopg.Connection[Any], namespace: str, name: str, audit: Audit, now: datetime | None
+) -> JobId:
+    """One job now, outside the timetable (no occurrence); works while suspended."""
+    locked, definition = _lock(conn, namespace, name)
+    if not locked.enabled:
+        raise InvalidTransition(f"schedule {namespace}/{name} is disabled")
+    job = policies.schedule_job(namespace, definition, None, locked.state)
+    job_id = store.run(conn, schedules_db.insert_jobs([job], now))[0].id
+    store.run(conn, schedules_db.record_job(namespace, name, job_id, None))
+    store.run(
+        conn, audit.record("trigger", f"schedule:{namespace}/{name}", {"job_id": job_id}, now)
+    )
+    return job_id
