@@ -1,15 +1,19 @@
 """``tickwork dev``: everything on one machine with no set-up. An embedded PostgreSQL server
 keeps its data in a directory of the project (``.tickwork`` by default), the migrations are
-applied, a worker serves the example App (:mod:`tickwork.examples`), a few example jobs are
-enqueued, and every job state change is printed as one line.
+applied, the example Schedules (shipped in the package, ``tickwork/example_schedules/``) are
+synced into namespace ``examples``, a worker serves the example App (:mod:`tickwork.examples`)
+and fires that namespace, a few example jobs are enqueued, and every fired occurrence, skipped
+occurrence and job state change is printed as one line.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
+from importlib import resources
 from pathlib import Path
 from typing import TextIO
 
@@ -19,10 +23,15 @@ from tickwork.clock import sleep
 from tickwork.db import migrate
 from tickwork.db.embedded import EmbeddedPostgres
 from tickwork.model import Job, JobId, JobStatus
+from tickwork.schedules import manifests
 from tickwork.settings import WorkerSettings, default_worker_name
 from tickwork.worker.runner import Worker
 
 EXAMPLES_APP = "tickwork.examples:app"
+SCHEDULES = resources.files("tickwork") / "example_schedules"
+"""The example Schedule manifests; ``examples/schedules`` in the repository links here."""
+NAMESPACE = "examples"
+OWNER = "tickwork-dev"
 POLL_SECONDS = 1.0
 POLL_LIMIT = 200
 DELAY_SECONDS = 10
@@ -42,10 +51,12 @@ def database(data_dir: Path, port: int | None, out: TextIO) -> Iterator[Embedded
 
 
 def worker_settings(database_url: str) -> WorkerSettings:
-    """Production defaults, with the waits shortened so that things happen in view."""
+    """Production defaults, with the waits shortened so that things happen in view; the
+    worker fires the example schedules."""
     return WorkerSettings(
         database_url=database_url,
         app=EXAMPLES_APP,
+        namespaces=(NAMESPACE,),
         name=default_worker_name(),
         concurrency=4,
         lease_seconds=10.0,
@@ -70,9 +81,7 @@ def start(server: EmbeddedPostgres, out: TextIO) -> tuple[Worker, LiveView]:
         f"worker {settings.name} serves {', '.join(app.registry.kinds)}; Ctrl-C stops\n"
     )
     enqueue_examples(app, out)
-    # Schedules join here: sync the example Schedule manifests into one namespace before the
-    # worker starts, and pass that namespace to worker_settings(namespaces=...). For `tickwork
-    # dev` to find them from any directory, ship them with the package, as tickwork.examples.
+    sync_examples(app, out)
     out.flush()
     return Worker(app, settings), view
 
@@ -97,22 +106,49 @@ def enqueue_examples(app: App, out: TextIO) -> None:
     )
 
 
+def sync_examples(app: App, out: TextIO) -> None:
+    """Sync the example Schedules into their namespace, taking it over if someone else synced
+    it: this database is the dev session's own."""
+    with resources.as_file(SCHEDULES) as path:
+        definitions = manifests.load_path(path, namespace=NAMESPACE)
+    report = app.sync_schedules(NAMESPACE, definitions, owner=OWNER, take_over=True)
+    changes = dataclasses.asdict(report)
+    listed = "; ".join(f"{change} {', '.join(names)}" for change, names in changes.items() if names)
+    out.write(
+        f"schedules synced into namespace {NAMESPACE!r}: {listed}\n"
+        f"  try: tickwork schedules, or tickwork trigger {NAMESPACE} hello\n"
+    )
+
+
 class LiveView:
-    """Prints one line per job state change, by polling the newest jobs."""
+    """Prints one line per fired occurrence, per job state change and per schedule that
+    skipped occurrences, by polling the newest jobs and the example schedules."""
 
     def __init__(self, app: App, out: TextIO) -> None:
         self._app = app
         self._out = out
         self._seen: dict[JobId, tuple[JobStatus, int]] = {}
+        self._skipped: dict[str, int] = {}
 
     def poll(self, *, quiet: bool = False) -> None:
         jobs = sorted(self._app.list_jobs(limit=POLL_LIMIT), key=lambda job: job.id)
+        schedules = self._app.list_schedules(NAMESPACE)
         seen, self._seen = self._seen, {job.id: (job.status, job.attempt) for job in jobs}
+        skipped, self._skipped = self._skipped, {s.name: s.skipped_occurrences for s in schedules}
         if quiet:
             return
+        now = datetime.now(UTC)
         for job in jobs:
+            if job.id not in seen and job.schedule is not None:
+                self._out.write(describe_fired(job, now) + "\n")
             if seen.get(job.id) != (job.status, job.attempt):
-                self._out.write(describe(job, datetime.now(UTC)) + "\n")
+                self._out.write(describe(job, now) + "\n")
+        for name, count in self._skipped.items():
+            if count > skipped.get(name, count):
+                self._out.write(
+                    f"{_clock(now)}  schedule {NAMESPACE}/{name} skipped "
+                    f"{count - skipped[name]} occurrence(s) by its policy ({count} in all)\n"
+                )
         self._out.flush()
 
     async def run(self) -> None:
@@ -125,6 +161,16 @@ def describe(job: Job, now: datetime) -> str:
     """``12:00:03  job 7  examples.flaky   available  attempt 1/5 failed: ...``"""
     head = f"{_clock(now)}  job {job.id:<4} {job.kind:<16} {job.status.value:<10}"
     return f"{head} {_detail(job, now)}".rstrip()
+
+
+def describe_fired(job: Job, now: datetime) -> str:
+    """``12:00:10  schedule examples/hello fired 12:00:10 as job 7 (available)``; a manual
+    trigger has no occurrence."""
+    assert job.schedule is not None
+    what = f"schedule {job.schedule.namespace}/{job.schedule.name}"
+    occurrence = job.schedule.occurrence_at
+    fired = "triggered by hand" if occurrence is None else f"fired {_clock(occurrence)}"
+    return f"{_clock(now)}  {what} {fired} as job {job.id} ({job.status.value})"
 
 
 def _detail(job: Job, now: datetime) -> str:

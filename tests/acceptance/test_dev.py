@@ -1,4 +1,5 @@
-"""``tickwork dev`` as a user starts it: embedded PostgreSQL, worker, example jobs, Ctrl-C."""
+"""``tickwork dev`` as a user starts it: embedded PostgreSQL, worker, example jobs and
+schedules firing live, Ctrl-C."""
 
 from __future__ import annotations
 
@@ -60,18 +61,27 @@ def test_dev_runs_the_examples_and_stops_cleanly_on_ctrl_c(data_dir: Path) -> No
         kind: re.compile(rf"job \d+\s+{re.escape(kind)}\s+succeeded")
         for kind in ("examples.hello", "examples.report", "examples.slow")
     }
+    # hello fires every 10 s: its first occurrence shows as fired, then its job succeeds.
+    fired = re.compile(r"schedule examples/hello fired (\d\d:\d\d:\d\d) as job (\d+) \(")
+    wanted["fired"] = fired
     try:
         deadline = time.monotonic() + STARTUP_DEADLINE
         while wanted:
             try:
                 line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
             except queue.Empty:
-                raise AssertionError(f"no example job succeeded in time:\n{output}") from None
+                raise AssertionError(f"still waiting for {sorted(wanted)}:\n{output}") from None
             assert line is not None, f"tickwork dev exited:\n{output}\n{dev.stderr.read()}"
             output.append(line)
             wanted = {kind: p for kind, p in wanted.items() if not p.search(line)}
+            if match := fired.search(line):
+                job_id = match[2]
+                wanted["fired job"] = re.compile(rf"job {job_id}\s+examples\.hello\s+succeeded")
+                # The occurrence is a whole 10 s of the clock (fixed rate from the epoch).
+                assert match[1].endswith("0"), line
         assert any(re.search(r"unique key .* \(the same job\)", line) for line in output)
         assert any("Hello, tickwork!" in line for line in output)
+        assert any("schedules synced into namespace 'examples'" in line for line in output)
 
         dev.send_signal(signal.SIGINT)
         status = dev.wait(timeout=STOP_DEADLINE)

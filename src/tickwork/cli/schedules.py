@@ -1,0 +1,417 @@
+"""Schedules from the command line: ``sync``, ``schedules``, ``preview``, ``backfill``,
+``trigger``.
+
+``sync`` reads the same ``Schedule`` manifests as ``kubectl apply`` and makes a schedule
+namespace hold exactly them (see :mod:`tickwork.schedules.sync`). Every manifest is loaded and
+validated before the database is touched, so an invalid one writes nothing. ``preview`` is
+pure: it needs no database.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import re
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+from tickwork.app import App
+from tickwork.cli import common, output
+from tickwork.db.schedules import ScheduleRow
+from tickwork.errors import InvalidInput
+from tickwork.schedules import manifests, occurrences
+from tickwork.schedules.sync import SyncReport
+
+OWNER_ENV = "TICKWORK_SYNC_OWNER"
+DEFAULT_OWNER = "tickwork-sync"
+"""The owner ``tickwork sync`` records for the namespaces it deploys, unless told otherwise."""
+
+PREVIEW_COUNT = 10
+MAX_PREVIEW_COUNT = 10_000
+NAMES_SHOWN = 50
+"""Names listed per line of a sync report for people; ``-o json`` lists them all."""
+
+_HASHED_FIELD = re.compile(r"(?:^|[\s,])H(?:[\s,(/]|$)", re.IGNORECASE)
+
+
+def register(subcommands: common.Subcommands) -> None:
+    _register_sync(subcommands)
+    _register_schedules(subcommands)
+    _register_preview(subcommands)
+    _register_backfill(subcommands)
+    _register_trigger(subcommands)
+
+
+def _register_sync(subcommands: common.Subcommands) -> None:
+    parser = subcommands.add_parser(
+        "sync",
+        help="make a schedule namespace hold exactly the Schedules of some manifests",
+        description="Load the Schedule manifests of FILE_OR_DIR (a directory is read "
+        "recursively: *.yaml, *.yml) and sync them into NAMESPACE: new ones are created, "
+        "changed ones updated (their revision bumps), and, unless --no-prune, those no longer "
+        "listed are disabled (kept, not deleted). All manifests are validated first: one "
+        "invalid manifest fails the command and nothing is written. A namespace remembers "
+        "its owner; syncing another owner's namespace is refused unless --take-over.",
+    )
+    parser.add_argument("namespace", metavar="NAMESPACE", help="the schedule namespace")
+    parser.add_argument(
+        "-f",
+        "--filename",
+        dest="path",
+        required=True,
+        metavar="FILE_OR_DIR",
+        help="a manifest file, or a directory of them",
+    )
+    parser.add_argument(
+        "--no-prune",
+        dest="prune",
+        action="store_false",
+        help="leave schedules that are not in the manifests alone (default: disable them)",
+    )
+    parser.add_argument(
+        "--dry-run", action="store_true", help="report what would change; write nothing"
+    )
+    parser.add_argument(
+        "--owner",
+        metavar="OWNER",
+        help=f"who deploys this namespace (default: ${OWNER_ENV}, else {DEFAULT_OWNER!r})",
+    )
+    parser.add_argument(
+        "--take-over",
+        action="store_true",
+        help="make OWNER the owner of a namespace another owner synced",
+    )
+    common.add_database_url(parser)
+    common.add_output(parser)
+    parser.set_defaults(handler=sync)
+
+
+def _register_schedules(subcommands: common.Subcommands) -> None:
+    parser = subcommands.add_parser(
+        "schedules",
+        help="list schedules",
+        description="List schedules, enabled or not, by namespace and name.",
+    )
+    parser.add_argument("--namespace", metavar="NS", help="only this schedule namespace")
+    common.add_database_url(parser)
+    common.add_output(parser)
+    parser.set_defaults(handler=list_schedules)
+
+
+def _register_preview(subcommands: common.Subcommands) -> None:
+    parser = subcommands.add_parser(
+        "preview",
+        help="show the next occurrences of a cron expression or interval",
+        description="Print the next occurrences of EXPR after --from, in --timezone, as a "
+        "schedule with that expression would fire them (daylight saving included). EXPR is a "
+        "cron expression (5 fields, or 6 with seconds first), a macro (@daily, @hourly, ...) "
+        "or '@every DURATION' for an interval (e.g. '@every 90s'). Needs no database.",
+    )
+    parser.add_argument("expression", metavar="EXPR")
+    parser.add_argument(
+        "--timezone", default="UTC", metavar="TZ", help="IANA time zone (default UTC)"
+    )
+    parser.add_argument(
+        "--from", dest="start", metavar="ISO", help="occurrences after this time (default: now)"
+    )
+    parser.add_argument(
+        "--count",
+        type=int,
+        default=PREVIEW_COUNT,
+        metavar="N",
+        help=f"how many (default {PREVIEW_COUNT})",
+    )
+    parser.add_argument(
+        "--seed",
+        metavar="NS/NAME",
+        help="the schedule whose hashed H fields to show (H offsets derive from its "
+        "namespace and name)",
+    )
+    common.add_output(parser)
+    parser.set_defaults(handler=preview)
+
+
+def _register_backfill(subcommands: common.Subcommands) -> None:
+    parser = subcommands.add_parser(
+        "backfill",
+        help="create the missing jobs of a schedule's past occurrences",
+        description="Create a job for every occurrence of the schedule from --from to --to "
+        "(both included) that has none yet; running it again creates nothing twice. Misfire "
+        "and overlap policies do not apply. Audited.",
+    )
+    _add_schedule_key(parser)
+    parser.add_argument("--from", dest="start", required=True, metavar="ISO")
+    parser.add_argument("--to", dest="end", required=True, metavar="ISO")
+    _add_audit(parser)
+    common.add_database_url(parser)
+    common.add_output(parser)
+    parser.set_defaults(handler=backfill)
+
+
+def _register_trigger(subcommands: common.Subcommands) -> None:
+    parser = subcommands.add_parser(
+        "trigger",
+        help="run a schedule's job once, now",
+        description="Create one job of the schedule now, outside its timetable, and print "
+        "its id. Works while the schedule is suspended; refused when it is disabled. Audited.",
+    )
+    _add_schedule_key(parser)
+    _add_audit(parser)
+    common.add_database_url(parser)
+    common.add_output(parser)
+    parser.set_defaults(handler=trigger)
+
+
+def _add_schedule_key(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("namespace", metavar="NAMESPACE")
+    parser.add_argument("name", metavar="NAME")
+
+
+def _add_audit(parser: argparse.ArgumentParser) -> None:
+    common.add_audit(parser)
+    parser.add_argument(
+        "--request-id", metavar="ID", help="ties the audit record to a request or ticket"
+    )
+
+
+@contextmanager
+def _app(args: argparse.Namespace, env: common.Env) -> Iterator[App]:
+    app = App(common.database_url(args, env))
+    try:
+        yield app
+    finally:
+        app.close()
+
+
+@contextmanager
+def _flags(names: Mapping[str, str]) -> Iterator[None]:
+    """Report an API's invalid ``field`` as the command-line argument that gave it."""
+    try:
+        yield
+    except InvalidInput as exc:
+        if exc.where is not None or exc.field not in names:
+            raise
+        raise common.UsageError(f"{names[exc.field]}: {exc.reason}") from None
+
+
+# --- sync ----------------------------------------------------------------------------------
+
+
+def sync(args: argparse.Namespace, env: common.Env) -> int:
+    owner = args.owner or env.get(OWNER_ENV) or DEFAULT_OWNER
+    definitions = manifests.load_path(args.path, namespace=args.namespace)
+    with (
+        _flags({"namespace": "NAMESPACE", "owner": "--owner"}),
+        _app(args, env) as app,
+    ):
+        report = app.sync_schedules(
+            args.namespace,
+            definitions,
+            prune=args.prune,
+            owner=owner,
+            take_over=args.take_over,
+            dry_run=args.dry_run,
+        )
+    if args.output == "json":
+        print(
+            output.dumps(
+                {
+                    "namespace": args.namespace,
+                    "owner": owner,
+                    "dry_run": args.dry_run,
+                    "prune": args.prune,
+                    **dataclasses.asdict(report),
+                }
+            )
+        )
+    else:
+        print(describe_sync(args.namespace, report, dry_run=args.dry_run))
+    return 0
+
+
+def describe_sync(namespace: str, report: SyncReport, *, dry_run: bool) -> str:
+    """``namespace billing: 1 created, 0 updated, 2 unchanged, 0 disabled`` and a line of
+    names per kind of change."""
+    changes: dict[str, list[str]] = dataclasses.asdict(report)
+    counts = ", ".join(f"{len(names)} {change}" for change, names in changes.items())
+    dry = " (dry run: nothing written)" if dry_run else ""
+    lines = [f"namespace {namespace}: {counts}{dry}"]
+    for change, names in changes.items():
+        if names:
+            shown = ", ".join(names[:NAMES_SHOWN])
+            more = f" and {len(names) - NAMES_SHOWN} more" if len(names) > NAMES_SHOWN else ""
+            lines.append(f"  {change + ':':<10} {shown}{more}")
+    return "\n".join(lines)
+
+
+# --- schedules -----------------------------------------------------------------------------
+
+SCHEDULE_HEADERS = (
+    "NAMESPACE",
+    "NAME",
+    "REV",
+    "STATE",
+    "SCHEDULE",
+    "TIME ZONE",
+    "NEXT RUN",
+    "LAST OCCURRENCE",
+    "LAST JOB",
+    "SKIPPED",
+    "OWNER",
+)
+
+
+def list_schedules(args: argparse.Namespace, env: common.Env) -> int:
+    with _app(args, env) as app:
+        rows = app.list_schedules(args.namespace)
+    if args.output == "json":
+        print(output.dumps([schedule_object(row) for row in rows]))
+    elif rows:
+        print(output.table(SCHEDULE_HEADERS, [_schedule_row(row) for row in rows]))
+    else:
+        print("no schedules found")
+    return 0
+
+
+def schedule_object(row: ScheduleRow) -> Mapping[str, Any]:
+    """A schedule as the ``-o json`` contract describes it."""
+    return {
+        "namespace": row.namespace,
+        "name": row.name,
+        "revision": row.revision,
+        "enabled": row.enabled,
+        "suspend": row.suspend,
+        "schedule": row.schedule,
+        "every": row.every,
+        "time_zone": row.time_zone,
+        "next_run_at": output.iso(row.next_run_at),
+        "last_occurrence_at": output.iso(row.last_occurrence_at),
+        "last_job_id": row.last_job_id,
+        "last_job_status": row.last_job_status.value if row.last_job_status else None,
+        "last_success_at": output.iso(row.last_success_at),
+        "skipped_occurrences": row.skipped_occurrences,
+        "owner": row.owner,
+        "spec": row.spec,
+        "created_at": output.iso(row.created_at),
+        "updated_at": output.iso(row.updated_at),
+    }
+
+
+def _schedule_row(row: ScheduleRow) -> tuple[Any, ...]:
+    state = "disabled" if not row.enabled else "suspended" if row.suspend else "active"
+    last_job = None
+    if row.last_job_id is not None:
+        status = row.last_job_status.value if row.last_job_status else "?"
+        last_job = f"{row.last_job_id} {status}"
+    return (
+        row.namespace,
+        row.name,
+        row.revision,
+        state,
+        row.schedule if row.schedule is not None else f"every {row.every}",
+        row.time_zone,
+        row.next_run_at,
+        row.last_occurrence_at,
+        last_job,
+        row.skipped_occurrences,
+        row.owner,
+    )
+
+
+# --- preview -------------------------------------------------------------------------------
+
+
+def preview(args: argparse.Namespace, env: common.Env) -> int:
+    if not 1 <= args.count <= MAX_PREVIEW_COUNT:
+        raise common.UsageError(f"--count: must be between 1 and {MAX_PREVIEW_COUNT}")
+    start = datetime.now(UTC) if args.start is None else common.instant("--from", args.start)
+    try:
+        occurrences.load_zone(args.timezone)
+    except occurrences.InvalidExpression as exc:
+        raise common.UsageError(f"--timezone: {exc}") from None
+    seed = _seed(args.seed)
+    if not seed and _HASHED_FIELD.search(args.expression):
+        print(
+            "tickwork: warning: H fields are hashed from a schedule's namespace and name; "
+            "pass --seed NS/NAME to see that schedule's times",
+            file=sys.stderr,
+        )
+    try:
+        found = occurrences.preview(
+            args.expression, time_zone=args.timezone, start=start, count=args.count, seed=seed
+        )
+    except occurrences.InvalidExpression as exc:
+        raise common.UsageError(f"EXPR: {exc}") from None
+    if args.output == "json":
+        print(output.dumps([instant.isoformat() for instant in found]))
+    else:
+        print("\n".join(describe_instants(found)))
+    return 0
+
+
+def _seed(text: str | None) -> str:
+    if text is None:
+        return ""
+    namespace, _, name = text.partition("/")
+    if not namespace or not name:
+        raise common.UsageError(f"--seed: expected NAMESPACE/NAME, got {text!r}")
+    return text
+
+
+def describe_instants(instants: Sequence[datetime]) -> list[str]:
+    """``2026-03-08T03:00:00-04:00  Sun  EDT``: the instant in its zone, weekday, zone name."""
+    return [f"{i.isoformat()}  {i.strftime('%a')}  {i.tzname()}" for i in instants]
+
+
+# --- backfill and trigger ------------------------------------------------------------------
+
+
+def backfill(args: argparse.Namespace, env: common.Env) -> int:
+    start = common.instant("--from", args.start)
+    end = common.instant("--to", args.end)
+    with _flags({"start": "--from", "end": "--to", "name": "NAME"}), _app(args, env) as app:
+        report = app.backfill(
+            args.namespace,
+            args.name,
+            start,
+            end,
+            actor=common.actor(args, env),
+            reason=args.reason,
+            request_id=args.request_id,
+        )
+    if args.output == "json":
+        print(
+            output.dumps(
+                {
+                    "namespace": args.namespace,
+                    "name": args.name,
+                    "created": report.created,
+                    "existing": report.existing,
+                }
+            )
+        )
+    else:
+        print(
+            f"schedule {args.namespace}/{args.name}: {report.created} jobs created, "
+            f"{report.existing} occurrences already had one"
+        )
+    return 0
+
+
+def trigger(args: argparse.Namespace, env: common.Env) -> int:
+    with _app(args, env) as app:
+        job_id = app.trigger(
+            args.namespace,
+            args.name,
+            actor=common.actor(args, env),
+            reason=args.reason,
+            request_id=args.request_id,
+        )
+        if args.output == "json":
+            print(output.dumps(output.job_object(app.get_job(job_id))))
+        else:
+            print(job_id)
+    return 0
