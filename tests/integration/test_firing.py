@@ -5,6 +5,7 @@ passes, backlogs settled over several passes, and many schedules over several ba
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -316,6 +317,22 @@ async def test_the_cache_follows_revisions(
     await firing.run_once(aconn, [NS], at(120), cache=cache)
     assert [job["payload"] for job in jobs(conn, "a")] == [{"v": 1}, {"v": 2}]
     assert cache.get(NS, "a", 2) is not None
+
+
+async def test_warming_parses_the_schedules_due_next_ahead_of_time(
+    app: tickwork.App, aconn: psycopg.AsyncConnection[Any]
+) -> None:
+    app.sync_schedules(NS, [every("soon", 60), every("later", 3600)])
+    cache = firing.DefinitionCache()
+    forever = time.monotonic() + 60
+
+    assert await firing.warm(aconn, [NS], cache, at(600), time.monotonic() - 1) == 0
+    assert cache.get(NS, "soon", 1) is None, "a deadline already passed parses nothing"
+
+    assert await firing.warm(aconn, [NS], cache, at(600), forever) == 1
+    assert cache.get(NS, "soon", 1) is not None
+    assert cache.get(NS, "later", 1) is None, "not due before the horizon"
+    assert await firing.warm(aconn, [NS], cache, at(600), forever) == 0, "cached already"
 
 
 async def test_the_worker_completion_write_records_schedule_successes(

@@ -307,6 +307,17 @@ class NextDue:
     next_run_at: datetime | None
 
 
+def upcoming(
+    namespaces: Sequence[str], before: datetime, limit: int
+) -> Op[list[tuple[str, str, int]]]:
+    """(namespace, name, revision) of the schedules due before ``before``, earliest first."""
+    return Op(
+        "schedule_upcoming",
+        {"namespaces": list(namespaces), "before": before, "limit": limit},
+        lambda rows: [(r[0], r[1], r[2]) for r in rows],
+    )
+
+
 def next_due(namespaces: Sequence[str], now: datetime | None) -> Op[NextDue]:
     return Op(
         "schedule_next_due",

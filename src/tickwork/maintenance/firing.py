@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -62,6 +63,11 @@ class FiringConfig:
     """Sleep after a database error."""
     cache_size: int = 100_000
     """Parsed definitions kept by the loop (about 1 KB each)."""
+    warm_idle: float = 0.5
+    """With at least this many seconds to sleep, the loop first parses the definitions of
+    the schedules due next, so parsing is off the path from due time to job."""
+    warm_chunk: int = 500
+    """Definitions fetched and parsed per step of warming (it stops when the sleep is up)."""
 
 
 @dataclass
@@ -240,6 +246,51 @@ def _plan(
     )
 
 
+def _compiled_or_none(namespace: str, name: str, spec: dict[str, Any]) -> Compiled | None:
+    try:
+        return Compiled.parse(namespace, name, spec)
+    except (DefinitionError, occurrences.InvalidExpression) as exc:
+        log.error(
+            "stored schedule cannot be read; retrying later",
+            extra=fields(
+                action="schedule_unreadable", schedule=f"{namespace}/{name}", error=str(exc)
+            ),
+        )
+        return None
+
+
+async def warm(
+    conn: psycopg.AsyncConnection[Any],
+    namespaces: Sequence[str],
+    cache: DefinitionCache,
+    before: datetime,
+    deadline: float,
+    config: FiringConfig = FiringConfig(),
+) -> int:
+    """Parse the definitions of the schedules due before ``before`` into ``cache``, a chunk
+    at a time, until done or ``time.monotonic()`` passes ``deadline``; returns how many.
+    Commits after each read, so no transaction stays open while parsing."""
+    soon = await store.arun(conn, db.upcoming(namespaces, before, config.cache_size))
+    await conn.commit()
+    missing = [(ns, name, rev) for ns, name, rev in soon if cache.get(ns, name, rev) is None]
+    parsed = 0
+    for start in range(0, len(missing), config.warm_chunk):
+        if time.monotonic() >= deadline:
+            break
+        chunk = missing[start : start + config.warm_chunk]
+        specs = await store.arun(conn, db.get_specs([(ns, name) for ns, name, _ in chunk]))
+        await conn.commit()
+        for namespace, name, _ in chunk:
+            stored = specs.get((namespace, name))
+            if stored is None:
+                continue
+            compiled = _compiled_or_none(namespace, name, stored.spec)
+            if compiled is not None:
+                cache.put(namespace, name, stored.revision, compiled)
+                parsed += 1
+    return parsed
+
+
 async def _compile(
     conn: psycopg.AsyncConnection[Any], due: list[db.DueSchedule], cache: DefinitionCache
 ) -> dict[db.Key, Compiled | None]:
@@ -260,13 +311,8 @@ async def _compile(
         stored = specs[key]
         if stored.revision != row.revision:
             raise _Stale(f"{row.namespace}/{row.name}")
-        try:
-            entry = Compiled.parse(row.namespace, row.name, stored.spec)
-        except (DefinitionError, occurrences.InvalidExpression) as exc:
-            log.error(
-                "stored schedule cannot be read; retrying later",
-                extra=fields(action="schedule_unreadable", schedule=_label(key), error=str(exc)),
-            )
+        entry = _compiled_or_none(row.namespace, row.name, stored.spec)
+        if entry is None:
             continue
         cache.put(row.namespace, row.name, row.revision, entry)
         compiled[key] = entry
@@ -422,7 +468,12 @@ async def loop(
             async with pool.connection() as conn:
                 report = await run_once(conn, namespaces, clock.now(), cache=cache, config=config)
                 alarm = await store.arun(conn, db.next_due(namespaces, clock.now()))
-            delay = _delay(report, alarm, config)
+                delay = _delay(report, alarm, config)
+                if delay >= config.warm_idle:
+                    woke_at = time.monotonic() + delay
+                    horizon = alarm.now + timedelta(seconds=delay + config.max_sleep)
+                    await warm(conn, namespaces, cache, horizon, woke_at - config.busy_sleep)
+                    delay = max(woke_at - time.monotonic(), 0.0)
         except psycopg.Error as exc:
             log.error("firing failed: %s", exc, extra=fields(action="firing_failed"))
             delay = config.error_sleep

@@ -48,8 +48,9 @@ CREATE TABLE tickwork.schedules (
     CONSTRAINT schedules_disabled_not_due CHECK (enabled OR next_run_at IS NULL)
 );
 
--- Firing: the due rows, earliest first.
-CREATE INDEX schedules_due_idx ON tickwork.schedules (next_run_at)
+-- Firing: the due rows of a namespace, earliest first. Per namespace, so that due rows of a
+-- namespace no worker offers never sit in front of the ones a worker is looking for.
+CREATE INDEX schedules_due_idx ON tickwork.schedules (namespace, next_run_at)
     WHERE enabled AND NOT suspended;
 
 -- A job of a schedule became dead or cancelled (lease recovery, an operator, Replace): record

@@ -76,15 +76,24 @@ ANALYZE tickwork.schedules;
 SELECT pg_notify('tickwork_schedules', %(namespace)s);
 
 -- name: schedule_claim_due
--- Firing: lock a batch of due schedules of the offered namespaces; others skip them.
-SELECT namespace, name, revision, next_run_at, missed_before, state, coalesce(%(now)s, now())
-FROM tickwork.schedules
-WHERE enabled AND NOT suspended
-  AND next_run_at <= coalesce(%(now)s, now())
-  AND namespace = ANY(%(namespaces)b::text[])
-ORDER BY next_run_at
-LIMIT %(limit)s
-FOR UPDATE SKIP LOCKED;
+-- Firing: lock a batch of due schedules of the offered namespaces; others skip them. Each
+-- namespace is read through its own index range; with several namespaces, rows locked
+-- beyond the batch stay due and are fired by the next batch (or another worker).
+SELECT due.namespace, due.name, due.revision, due.next_run_at, due.missed_before, due.state,
+       coalesce(%(now)s, now())
+FROM unnest(%(namespaces)b::text[]) AS offered(namespace)
+CROSS JOIN LATERAL (
+    SELECT namespace, name, revision, next_run_at, missed_before, state
+    FROM tickwork.schedules s
+    WHERE s.namespace = offered.namespace
+      AND s.enabled AND NOT s.suspended
+      AND s.next_run_at <= coalesce(%(now)s, now())
+    ORDER BY s.next_run_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+) AS due
+ORDER BY due.next_run_at
+LIMIT %(limit)s;
 
 -- name: schedule_specs
 -- The stored specs of some schedules (definitions not in the firing cache yet).
@@ -170,8 +179,27 @@ RETURNING s.namespace, s.name;
 -- name: schedule_next_due
 -- The firing loop's alarm: the database's now and the earliest due time it fires.
 SELECT coalesce(%(now)s, now()),
-       (SELECT min(next_run_at) FROM tickwork.schedules
-        WHERE enabled AND NOT suspended AND namespace = ANY(%(namespaces)b::text[]));
+       (SELECT min(first.next_run_at)
+        FROM unnest(%(namespaces)b::text[]) AS offered(namespace)
+        CROSS JOIN LATERAL (
+            SELECT min(s.next_run_at) AS next_run_at FROM tickwork.schedules s
+            WHERE s.namespace = offered.namespace AND s.enabled AND NOT s.suspended
+        ) AS first);
+
+-- name: schedule_upcoming
+-- Schedules of the offered namespaces due before a horizon (the firing loop parses their
+-- definitions ahead of time, while it would otherwise sleep).
+SELECT soon.namespace, soon.name, soon.revision
+FROM unnest(%(namespaces)b::text[]) AS offered(namespace)
+CROSS JOIN LATERAL (
+    SELECT namespace, name, revision
+    FROM tickwork.schedules s
+    WHERE s.namespace = offered.namespace
+      AND s.enabled AND NOT s.suspended
+      AND s.next_run_at <= %(before)s
+    ORDER BY s.next_run_at
+    LIMIT %(limit)s
+) AS soon;
 
 -- name: schedule_lock_one
 -- One schedule, locked (fire_schedule, backfill, trigger).
