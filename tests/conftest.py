@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -19,6 +19,9 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
+import helpers
+import tickwork
+from tickwork.clock import SettableClock
 from tickwork.db import migrate
 from tickwork.db.embedded import EmbeddedPostgres
 
@@ -85,3 +88,24 @@ def conn(database_url: str) -> Iterator[psycopg.Connection]:
     """An autocommit connection to ``database_url``."""
     with psycopg.connect(database_url, autocommit=True) as connection:
         yield connection
+
+
+@pytest.fixture
+async def aconn(database_url: str) -> AsyncIterator[psycopg.AsyncConnection]:
+    """An autocommit async connection to ``database_url``."""
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as c:
+        yield c
+
+
+@pytest.fixture
+def clock() -> SettableClock:
+    """Time pinned at ``helpers.T0``; tests move it by hand."""
+    return SettableClock(helpers.T0)
+
+
+@pytest.fixture
+def app(database_url: str, clock: SettableClock) -> Iterator[tickwork.App]:
+    """An App on ``database_url`` driven by ``clock``; tests register their own tasks."""
+    app = tickwork.App(database_url, clock=clock)
+    yield app
+    app.close()

@@ -5,20 +5,18 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import psycopg
 from psycopg.rows import dict_row
 
 import tickwork
+from helpers import T0  # every test syncs at T0 (a Tuesday, midnight UTC) unless it says otherwise
 from tickwork.maintenance import firing
 from tickwork.schedules.definition import JobTemplate, ScheduleDefinition
 from tickwork.settings import WorkerSettings
 from tickwork.worker.runner import Worker
-
-T0 = datetime(2030, 1, 1, tzinfo=UTC)
-"""Every test syncs at T0 (a Tuesday, midnight UTC) unless it says otherwise."""
 
 KIND = "s.job"
 NS = "ns"

@@ -6,7 +6,7 @@ import os
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar, Unpack
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
@@ -32,6 +32,27 @@ T = TypeVar("T")
 F = TypeVar("F", bound=TaskFunction)
 
 _UNIQUE_RACE_RETRIES = 5
+
+
+class JobFields(TypedDict, total=False):
+    """What :meth:`App.enqueue` takes besides kind and payload; each has a default."""
+
+    queue: str | None
+    """Default: the task's queue, else ``default``."""
+    priority: int
+    """0..32767, higher runs first; default 0."""
+    run_at: datetime | None
+    """Not before this (timezone-aware) instant; default now."""
+    unique_key: str | None
+    """While a job of this kind and key is available or running, return it instead."""
+    max_attempts: int | None
+    """Default: the task's, else 25."""
+    retry: Backoff | None
+    """Default: the task's policy."""
+    timeout: float | None
+    """Seconds; default: the task's."""
+    concurrency_key: str | None
+    """At most one running job per key across the fleet."""
 
 
 class App:
@@ -127,166 +148,99 @@ class App:
 
     # --- enqueueing --------------------------------------------------------------------
 
-    def _options(
-        self,
-        kind: str,
-        *,
-        queue: str | None,
-        priority: int,
-        run_at: datetime | None,
-        unique_key: str | None,
-        max_attempts: int | None,
-        retry: Backoff | None,
-        timeout: float | None,
-        concurrency_key: str | None,
-    ) -> store.JobOptions:
+    def _options(self, kind: str, fields: JobFields) -> store.JobOptions:
         task = self.registry.get(kind)
-        resolved_queue = queue or (task.queue if task else DEFAULT_QUEUE)
-        attempts = max_attempts or (task.max_attempts if task else DEFAULT_MAX_ATTEMPTS)
+        queue = fields.get("queue") or (task.queue if task else DEFAULT_QUEUE)
+        max_attempts = fields.get("max_attempts")
+        if max_attempts is None:
+            max_attempts = task.max_attempts if task else DEFAULT_MAX_ATTEMPTS
+        priority = fields.get("priority", 0)
+        timeout = fields.get("timeout")
+        run_at = fields.get("run_at")
         check_job_fields(
-            kind=kind,
-            queue=resolved_queue,
-            priority=priority,
-            max_attempts=attempts if max_attempts is None else max_attempts,
-            timeout=timeout,
+            kind=kind, queue=queue, priority=priority, max_attempts=max_attempts, timeout=timeout
         )
         if run_at is not None and run_at.tzinfo is None:
             raise InvalidInput("run_at", "must be timezone-aware")
         return store.JobOptions(
-            queue=resolved_queue,
+            queue=queue,
             priority=priority,
             run_at=run_at,
-            max_attempts=attempts,
-            retry=retry,
+            max_attempts=max_attempts,
+            retry=fields.get("retry"),
             timeout=timeout,
-            concurrency_key=concurrency_key,
-            unique_key=unique_key,
+            concurrency_key=fields.get("concurrency_key"),
+            unique_key=fields.get("unique_key"),
         )
+
+    def _insert_one(
+        self, kind: str, payload: Any, fields: JobFields
+    ) -> store.Op[store.Enqueued | None]:
+        options = self._options(kind, fields)
+        return store.insert_job(kind, {} if payload is None else payload, options, self.clock.now())
+
+    def _insert_many(
+        self, kind: str, payloads: Sequence[Any], fields: JobFields
+    ) -> store.Op[list[JobId]]:
+        if fields.get("unique_key") is not None:
+            raise InvalidInput("unique_key", "not supported by enqueue_many")
+        return store.insert_jobs(kind, payloads, self._options(kind, fields), self.clock.now())
 
     def enqueue(
         self,
         kind: str,
         payload: Any = None,
         *,
-        queue: str | None = None,
-        priority: int = 0,
-        run_at: datetime | None = None,
-        unique_key: str | None = None,
-        max_attempts: int | None = None,
-        retry: Backoff | None = None,
-        timeout: float | None = None,
-        concurrency_key: str | None = None,
         conn: psycopg.Connection[Any] | None = None,
+        **fields: Unpack[JobFields],
     ) -> JobId:
         """Add a job; returns its id (the existing job's id when ``unique_key`` matches an
         open job). With ``conn``, the insert joins that connection's open transaction."""
-        options = self._options(
-            kind,
-            queue=queue,
-            priority=priority,
-            run_at=run_at,
-            unique_key=unique_key,
-            max_attempts=max_attempts,
-            retry=retry,
-            timeout=timeout,
-            concurrency_key=concurrency_key,
-        )
-        op = store.insert_job(kind, {} if payload is None else payload, options, self.clock.now())
+        op = self._insert_one(kind, payload, fields)
         for _ in range(_UNIQUE_RACE_RETRIES):
             result = self._run(op, conn)
             if result is not None:
                 return result.id
-        raise InvalidTransition(f"could not settle unique key {unique_key!r} for {kind!r}")
+        raise InvalidTransition(f"could not settle the unique key of a {kind!r} job")
 
     async def enqueue_async(
         self,
         kind: str,
         payload: Any = None,
         *,
-        queue: str | None = None,
-        priority: int = 0,
-        run_at: datetime | None = None,
-        unique_key: str | None = None,
-        max_attempts: int | None = None,
-        retry: Backoff | None = None,
-        timeout: float | None = None,
-        concurrency_key: str | None = None,
         conn: psycopg.AsyncConnection[Any] | None = None,
+        **fields: Unpack[JobFields],
     ) -> JobId:
         """:meth:`enqueue` for asyncio code."""
-        options = self._options(
-            kind,
-            queue=queue,
-            priority=priority,
-            run_at=run_at,
-            unique_key=unique_key,
-            max_attempts=max_attempts,
-            retry=retry,
-            timeout=timeout,
-            concurrency_key=concurrency_key,
-        )
-        op = store.insert_job(kind, {} if payload is None else payload, options, self.clock.now())
+        op = self._insert_one(kind, payload, fields)
         for _ in range(_UNIQUE_RACE_RETRIES):
             result = await self._arun(op, conn)
             if result is not None:
                 return result.id
-        raise InvalidTransition(f"could not settle unique key {unique_key!r} for {kind!r}")
+        raise InvalidTransition(f"could not settle the unique key of a {kind!r} job")
 
     def enqueue_many(
         self,
         kind: str,
         payloads: Sequence[Any],
         *,
-        queue: str | None = None,
-        priority: int = 0,
-        run_at: datetime | None = None,
-        max_attempts: int | None = None,
-        retry: Backoff | None = None,
-        timeout: float | None = None,
-        concurrency_key: str | None = None,
         conn: psycopg.Connection[Any] | None = None,
+        **fields: Unpack[JobFields],
     ) -> list[JobId]:
-        """Add many jobs of one kind in a single statement; ids in payload order."""
-        options = self._options(
-            kind,
-            queue=queue,
-            priority=priority,
-            run_at=run_at,
-            unique_key=None,
-            max_attempts=max_attempts,
-            retry=retry,
-            timeout=timeout,
-            concurrency_key=concurrency_key,
-        )
-        return self._run(store.insert_jobs(kind, payloads, options, self.clock.now()), conn)
+        """Add many jobs of one kind in a single statement; ids in payload order.
+        Takes the fields of :meth:`enqueue` except ``unique_key``."""
+        return self._run(self._insert_many(kind, payloads, fields), conn)
 
     async def enqueue_many_async(
         self,
         kind: str,
         payloads: Sequence[Any],
         *,
-        queue: str | None = None,
-        priority: int = 0,
-        run_at: datetime | None = None,
-        max_attempts: int | None = None,
-        retry: Backoff | None = None,
-        timeout: float | None = None,
-        concurrency_key: str | None = None,
         conn: psycopg.AsyncConnection[Any] | None = None,
+        **fields: Unpack[JobFields],
     ) -> list[JobId]:
         """:meth:`enqueue_many` for asyncio code."""
-        options = self._options(
-            kind,
-            queue=queue,
-            priority=priority,
-            run_at=run_at,
-            unique_key=None,
-            max_attempts=max_attempts,
-            retry=retry,
-            timeout=timeout,
-            concurrency_key=concurrency_key,
-        )
-        return await self._arun(store.insert_jobs(kind, payloads, options, self.clock.now()), conn)
+        return await self._arun(self._insert_many(kind, payloads, fields), conn)
 
     # --- looking and acting -----------------------------------------------------------
 

@@ -3,7 +3,6 @@ missing ones over a range already fired), manual triggers, and the audit of both
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -12,29 +11,11 @@ import pytest
 from psycopg.rows import dict_row
 
 import tickwork
-from schedule_helpers import NS, T0, at, cron, every, fire, jobs, occurrences, schedule
+from schedule_helpers import NS, at, cron, every, fire, jobs, occurrences, schedule
 from tickwork.clock import SettableClock
 from tickwork.errors import InvalidInput, InvalidTransition, ScheduleNotFound
 from tickwork.schedules.definition import ConcurrencyPolicy, IntervalMode, JobTemplate
 from tickwork.schedules.operations import MAX_BACKFILL, BackfillReport
-
-
-@pytest.fixture
-def clock() -> SettableClock:
-    return SettableClock(T0)
-
-
-@pytest.fixture
-def app(database_url: str, clock: SettableClock) -> Iterator[tickwork.App]:
-    app = tickwork.App(database_url, clock=clock)
-    yield app
-    app.close()
-
-
-@pytest.fixture
-async def aconn(database_url: str) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
-    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as c:
-        yield c
 
 
 def _audit(conn: psycopg.Connection[Any]) -> list[dict[str, Any]]:

@@ -29,11 +29,6 @@ def _register(app: tickwork.App) -> None:
 
 
 @pytest.fixture
-def clock() -> SettableClock:
-    return SettableClock(T0)
-
-
-@pytest.fixture
 def app(database_url: str, clock: SettableClock) -> Iterator[tickwork.App]:
     app = tickwork.App(database_url, clock=clock)
     _register(app)

@@ -6,17 +6,15 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
-import pytest
 
 import tickwork
 from helpers import opened, running, wait_status
 from helpers import settings as worker_settings
-from schedule_helpers import KIND, NS, T0, at, cron, every, fire, jobs, occurrences, schedule
+from schedule_helpers import KIND, NS, at, cron, every, fire, jobs, occurrences, schedule
 from tickwork.clock import SettableClock
 from tickwork.db import schedules as schedules_db
 from tickwork.db import store
@@ -25,24 +23,6 @@ from tickwork.model import Backoff, JobId
 from tickwork.schedules import policies
 from tickwork.schedules.definition import IntervalMode, JobTemplate
 from tickwork.worker.runner import Worker
-
-
-@pytest.fixture
-def clock() -> SettableClock:
-    return SettableClock(T0)
-
-
-@pytest.fixture
-def app(database_url: str, clock: SettableClock) -> Iterator[tickwork.App]:
-    app = tickwork.App(database_url, clock=clock)
-    yield app
-    app.close()
-
-
-@pytest.fixture
-async def aconn(database_url: str) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
-    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as c:
-        yield c
 
 
 async def test_a_due_occurrence_becomes_one_job_with_its_occurrence_key(

@@ -35,12 +35,6 @@ KIND = "t.lease"
 
 
 @pytest.fixture
-async def aconn(database_url: str) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
-    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as c:
-        yield c
-
-
-@pytest.fixture
 async def app(database_url: str) -> AsyncIterator[tickwork.App]:
     app = tickwork.App(database_url, clock=SettableClock(T0))
 

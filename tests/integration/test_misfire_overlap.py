@@ -3,36 +3,17 @@ policies, through the firing pass, with the skipped occurrences counted per sche
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import psycopg
 import pytest
 
 import tickwork
-from schedule_helpers import KIND, NS, T0, at, every, fire, jobs, occurrences, schedule
+from schedule_helpers import KIND, NS, at, every, fire, jobs, occurrences, schedule
 from tickwork.clock import SettableClock
 from tickwork.db import store
 from tickwork.model import Job
 from tickwork.schedules.definition import ConcurrencyPolicy, MisfirePolicy
-
-
-@pytest.fixture
-def clock() -> SettableClock:
-    return SettableClock(T0)
-
-
-@pytest.fixture
-def app(database_url: str, clock: SettableClock) -> Iterator[tickwork.App]:
-    app = tickwork.App(database_url, clock=clock)
-    yield app
-    app.close()
-
-
-@pytest.fixture
-async def aconn(database_url: str) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
-    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as c:
-        yield c
 
 
 def _claim(conn: psycopg.Connection[Any], now_seconds: float) -> list[Job]:

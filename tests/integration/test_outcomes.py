@@ -30,21 +30,10 @@ from tickwork.worker.runner import Worker
 
 
 @pytest.fixture
-def clock() -> SettableClock:
-    return SettableClock(T0)
-
-
-@pytest.fixture
 async def app(database_url: str, clock: SettableClock) -> AsyncIterator[tickwork.App]:
     app = tickwork.App(database_url, clock=clock)
     yield app
     await app.close_async()
-
-
-@pytest.fixture
-async def aconn(database_url: str) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
-    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as c:
-        yield c
 
 
 def _worker(app: tickwork.App, database_url: str, clock: SettableClock, **kw: Any) -> Worker:

@@ -3,7 +3,6 @@ disables, namespaces kept apart by owner, and the revision fence of fire_schedul
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -11,23 +10,11 @@ import psycopg
 import pytest
 
 import tickwork
-from schedule_helpers import NS, T0, at, cron, every, jobs, schedule
+from schedule_helpers import NS, at, cron, every, jobs, schedule
 from tickwork.clock import SettableClock
 from tickwork.errors import InvalidInput, NamespaceOwned, ScheduleNotFound
 from tickwork.schedules.definition import DefinitionError, IntervalMode, JobTemplate
 from tickwork.schedules.sync import SyncReport
-
-
-@pytest.fixture
-def clock() -> SettableClock:
-    return SettableClock(T0)
-
-
-@pytest.fixture
-def app(database_url: str, clock: SettableClock) -> Iterator[tickwork.App]:
-    app = tickwork.App(database_url, clock=clock)
-    yield app
-    app.close()
 
 
 def _count(conn: psycopg.Connection[Any], table: str) -> int:

@@ -8,7 +8,6 @@ import os
 import socket
 import threading
 import time
-from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
 
@@ -33,12 +32,6 @@ from tickwork.db import store
 from tickwork.maintenance import leases, retention
 from tickwork.maintenance import workers as worker_expiry
 from tickwork.worker.runner import Worker
-
-
-@pytest.fixture
-async def aconn(database_url: str) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
-    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as c:
-        yield c
 
 
 async def _count(aconn: psycopg.AsyncConnection, where: str = "true") -> int:

@@ -40,6 +40,10 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
         return _fail(f"database error: {_first_line(exc)}", 1)
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # The reader went away (`tickwork jobs -o json | head`): not an error of ours.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 def build_parser() -> common.Parser:

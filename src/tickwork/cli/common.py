@@ -11,7 +11,8 @@ from __future__ import annotations
 import argparse
 import re
 import socket
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from datetime import datetime
 from typing import NoReturn, TypeAlias
 
@@ -19,6 +20,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
 from tickwork import logs
+from tickwork.app import App
 from tickwork.errors import ConfigurationError, DatabaseUnavailable
 
 Env = Mapping[str, str]
@@ -116,6 +118,16 @@ def database_url(args: argparse.Namespace, env: Env) -> str:
         raise UsageError(f"--database-url (or {DATABASE_URL_ENV}) is required")
     check_connection(url)
     return str(url)
+
+
+@contextmanager
+def app(args: argparse.Namespace, env: Env) -> Iterator[App]:
+    """An App on the command's database, closed afterwards."""
+    opened = App(database_url(args, env))
+    try:
+        yield opened
+    finally:
+        opened.close()
 
 
 def check_connection(url: str) -> None:

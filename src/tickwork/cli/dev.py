@@ -15,10 +15,12 @@ from tickwork.cli.worker import exit_abandoning_threads, serve
 def register(subcommands: common.Subcommands) -> None:
     parser = subcommands.add_parser(
         "dev",
-        help="everything on one machine: embedded PostgreSQL, a worker, example jobs",
-        description="Start PostgreSQL in --data-dir, migrate it, run a worker serving the "
-        "example tasks (tickwork.examples), enqueue example jobs and show every job state "
-        "change. Ctrl-C stops the worker gracefully, then PostgreSQL.",
+        help="everything on one machine: embedded PostgreSQL, a worker, example schedules",
+        description="Start PostgreSQL in --data-dir, migrate it, sync the example Schedule "
+        "manifests into namespace 'examples', run a worker serving the example tasks "
+        "(tickwork.examples) and firing those schedules, enqueue example jobs and show every "
+        "job state change and fired occurrence. Ctrl-C stops the worker gracefully, then "
+        "PostgreSQL.",
     )
     parser.add_argument(
         "--data-dir",

@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
@@ -85,15 +83,6 @@ def _register_jobs(subcommands: common.Subcommands) -> None:
     parser.set_defaults(handler=list_jobs)
 
 
-@contextmanager
-def _app(args: argparse.Namespace, env: common.Env) -> Iterator[App]:
-    app = App(common.database_url(args, env))
-    try:
-        yield app
-    finally:
-        app.close()
-
-
 def enqueue(args: argparse.Namespace, env: common.Env) -> int:
     try:
         payload: Any = json.loads(args.payload)
@@ -109,7 +98,7 @@ def enqueue(args: argparse.Namespace, env: common.Env) -> int:
         )
     except InvalidInput as exc:
         raise common.UsageError(f"{_FLAGS.get(exc.field, exc.field)}: {exc.reason}") from None
-    with _app(args, env) as app:
+    with common.app(args, env) as app:
         if not args.allow_unknown_kind:
             _check_served(app, args.kind, args.queue or DEFAULT_QUEUE)
         job_id = app.enqueue(
@@ -157,7 +146,7 @@ def _warn(message: str) -> None:
 def list_jobs(args: argparse.Namespace, env: common.Env) -> int:
     if args.limit < 1:
         raise common.UsageError(f"--limit: must be at least 1, got {args.limit}")
-    with _app(args, env) as app:
+    with common.app(args, env) as app:
         jobs = app.list_jobs(status=args.status, kind=args.kind, queue=args.queue, limit=args.limit)
     if args.output == "json":
         print(output.dumps([output.job_object(job) for job in jobs]))
@@ -169,14 +158,14 @@ def list_jobs(args: argparse.Namespace, env: common.Env) -> int:
 
 
 def cancel(args: argparse.Namespace, env: common.Env) -> int:
-    with _app(args, env) as app:
+    with common.app(args, env) as app:
         app.cancel(args.job_id, actor=common.actor(args, env), reason=args.reason)
     print(f"job {args.job_id} cancelled")
     return 0
 
 
 def retry(args: argparse.Namespace, env: common.Env) -> int:
-    with _app(args, env) as app:
+    with common.app(args, env) as app:
         app.retry(args.job_id, actor=common.actor(args, env), reason=args.reason)
     print(f"job {args.job_id} is available again, attempts reset")
     return 0

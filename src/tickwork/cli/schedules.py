@@ -18,7 +18,6 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
-from tickwork.app import App
 from tickwork.cli import common, output
 from tickwork.db.schedules import ScheduleRow
 from tickwork.errors import InvalidInput
@@ -178,15 +177,6 @@ def _add_audit(parser: argparse.ArgumentParser) -> None:
 
 
 @contextmanager
-def _app(args: argparse.Namespace, env: common.Env) -> Iterator[App]:
-    app = App(common.database_url(args, env))
-    try:
-        yield app
-    finally:
-        app.close()
-
-
-@contextmanager
 def _flags(names: Mapping[str, str]) -> Iterator[None]:
     """Report an API's invalid ``field`` as the command-line argument that gave it."""
     try:
@@ -205,7 +195,7 @@ def sync(args: argparse.Namespace, env: common.Env) -> int:
     definitions = manifests.load_path(args.path, namespace=args.namespace)
     with (
         _flags({"namespace": "NAMESPACE", "owner": "--owner"}),
-        _app(args, env) as app,
+        common.app(args, env) as app,
     ):
         report = app.sync_schedules(
             args.namespace,
@@ -265,7 +255,7 @@ SCHEDULE_HEADERS = (
 
 
 def list_schedules(args: argparse.Namespace, env: common.Env) -> int:
-    with _app(args, env) as app:
+    with common.app(args, env) as app:
         rows = app.list_schedules(args.namespace)
     if args.output == "json":
         print(output.dumps([schedule_object(row) for row in rows]))
@@ -372,7 +362,7 @@ def describe_instants(instants: Sequence[datetime]) -> list[str]:
 def backfill(args: argparse.Namespace, env: common.Env) -> int:
     start = common.instant("--from", args.start)
     end = common.instant("--to", args.end)
-    with _flags({"start": "--from", "end": "--to", "name": "NAME"}), _app(args, env) as app:
+    with _flags({"start": "--from", "end": "--to", "name": "NAME"}), common.app(args, env) as app:
         report = app.backfill(
             args.namespace,
             args.name,
@@ -402,7 +392,7 @@ def backfill(args: argparse.Namespace, env: common.Env) -> int:
 
 
 def trigger(args: argparse.Namespace, env: common.Env) -> int:
-    with _app(args, env) as app:
+    with common.app(args, env) as app:
         job_id = app.trigger(
             args.namespace,
             args.name,
