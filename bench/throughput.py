@@ -111,8 +111,8 @@ def main() -> None:
     )
     parser.add_argument("--jobs", type=int, default=100_000)
     parser.add_argument("--processes", type=int, default=2)
-    parser.add_argument("--concurrency", type=int, default=200)
-    parser.add_argument("--batch", type=int, default=500)
+    parser.add_argument("--concurrency", type=int, default=1000)
+    parser.add_argument("--batch", type=int, default=1000)
     args = parser.parse_args()
     url = os.environ.get("TICKWORK_DATABASE_URL")
     if url:

@@ -126,57 +126,11 @@ def _jobs(rows: list[Row]) -> list[Job]:
 
 
 def _claimed(worker: str) -> Callable[[list[Row]], list[Job]]:
-    """Rows of ``job_claim``: the columns a worker needs; status and owner are known."""
+    """Rows of ``job_claim`` leave out what the claim decided (status and owner): put them
+    back in the places ``job_from_row`` reads."""
 
     def build(rows: list[Row]) -> list[Job]:
-        jobs = []
-        for (
-            id_,
-            kind,
-            queue,
-            payload,
-            priority,
-            run_at,
-            attempt,
-            max_attempts,
-            version,
-            retry_base,
-            retry_rate,
-            retry_max,
-            timeout,
-            concurrency_key,
-            unique_key,
-            schedule_namespace,
-            schedule_name,
-            occurrence_at,
-            lease_expires_at,
-        ) in rows:
-            jobs.append(
-                Job(
-                    id=JobId(id_),
-                    kind=kind,
-                    queue=queue,
-                    payload=payload,
-                    priority=priority,
-                    run_at=run_at,
-                    status=JobStatus.RUNNING,
-                    attempt=attempt,
-                    max_attempts=max_attempts,
-                    version=version,
-                    retry=None
-                    if retry_base is None
-                    else Backoff(retry_base, retry_rate, retry_max),
-                    timeout=timeout,
-                    concurrency_key=concurrency_key,
-                    unique_key=unique_key,
-                    schedule=None
-                    if schedule_name is None
-                    else ScheduleRef(schedule_namespace, schedule_name, occurrence_at),
-                    picked_by=worker,
-                    lease_expires_at=lease_expires_at,
-                )
-            )
-        return jobs
+        return [job_from_row((*r[:6], JobStatus.RUNNING, *r[6:18], worker, r[18])) for r in rows]
 
     return build
 
