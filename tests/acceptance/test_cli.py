@@ -129,6 +129,14 @@ def test_migrate_applies_pending_migrations_and_reports_status(empty_database_ur
     assert status[0] == {"version": 1, "name": "0001_jobs.sql", "applied": True}
 
 
+def test_migrate_refuses_an_applied_migration_that_changed(database_url: str) -> None:
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute("UPDATE tickwork.migrations SET checksum = 'edited' WHERE version = 1")
+    for args in (("migrate",), ("migrate", "--status")):
+        line = one_line_error(tickwork_cmd(*args, database_url=database_url), 1)
+        assert "0001_jobs.sql" in line and "changed after it was applied" in line
+
+
 def test_commands_on_an_unmigrated_database_say_to_migrate(empty_database_url: str) -> None:
     line = one_line_error(tickwork_cmd("jobs", database_url=empty_database_url), 1)
     assert "tickwork migrate" in line
