@@ -312,14 +312,21 @@ async def test_cancelling_a_running_async_job_interrupts_it_at_the_next_heartbea
             interrupted.set()
             raise
 
+    @app.task("t.next")
+    async def next_one(job: tickwork.Job) -> None:
+        return None
+
     job_id = await app.enqueue_async("t.long", {})
-    worker = Worker(app, settings(database_url), clock=app.clock)
+    worker = Worker(app, settings(database_url, concurrency=1, prefetch=1), clock=app.clock)
     async with running(worker):
         await asyncio.wait_for(started.wait(), 10)
         await asyncio.to_thread(app.cancel, job_id)
         assert not interrupted.is_set(), "nothing happens before the heartbeat"
         await worker.heartbeat_once()
         await asyncio.wait_for(interrupted.wait(), 10)
+        # The job ran in the worker's only slot: interrupting it left the slot serving.
+        after = await app.enqueue_async("t.next", {})
+        await wait_status(aconn, after, "succeeded")
     row = await ajob_row(aconn, job_id)
     assert row["status"] == "cancelled"
     assert row["finished_at"] == T0

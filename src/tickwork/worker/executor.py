@@ -34,19 +34,23 @@ def describe(exc: BaseException) -> str:
     return text if len(text) <= _MAX_ERROR else text[-_MAX_ERROR:]
 
 
+async def _call(job: Job, task: Task, threads: ThreadPoolExecutor) -> Any:
+    if task.is_async:
+        return await task.function(job)
+    return await asyncio.get_running_loop().run_in_executor(threads, task.function, job)
+
+
 async def execute(job: Job, task: Task, threads: ThreadPoolExecutor) -> Outcome:
     timeout = job.timeout if job.timeout is not None else task.timeout
-    deadline = asyncio.timeout(timeout)
+    deadline = None if timeout is None else asyncio.timeout(timeout)
     try:
+        if deadline is None:
+            return Succeeded(await _call(job, task, threads))
         async with deadline:
-            if task.is_async:
-                result = await task.function(job)
-            else:
-                loop = asyncio.get_running_loop()
-                result = await loop.run_in_executor(threads, task.function, job)
+            result = await _call(job, task, threads)
         return Succeeded(result)
     except TimeoutError as exc:
-        if deadline.expired():
+        if deadline is not None and deadline.expired():
             return Failed(f"timed out after {timeout:g}s")
         return Failed(describe(exc))  # the task's own TimeoutError: its error, not ours
     except Exception as exc:

@@ -63,7 +63,8 @@ class Worker:
         self._buffer: asyncio.Queue[Job | None] = asyncio.Queue()
         self._held: dict[JobId, Job] = {}
         self._lost: set[JobId] = set()
-        self._running: dict[JobId, asyncio.Future[executor.Outcome]] = {}
+        self._running: dict[JobId, asyncio.Task[None]] = {}
+        """The slot running each started job, while it runs."""
         self._done: list[Job] = []
         self._results: dict[JobId, Any] = {}
         """Return values of succeeded schedule jobs, carried as their schedule's state."""
@@ -181,8 +182,8 @@ class Worker:
                 "grace period over: interrupting running jobs",
                 extra=fields(action="jobs_interrupted", count=len(self._running)),
             )
-            for future in self._running.values():
-                future.cancel()
+            for slot in self._running.values():
+                slot.cancel()
             await asyncio.wait(late)
         heartbeat.cancel()
         self._closing = True
@@ -316,11 +317,16 @@ class Worker:
     async def _run_job(self, job: Job) -> None:
         task = self.app.registry.get(job.kind)
         assert task is not None, "claimed only registered kinds"
-        future = asyncio.ensure_future(executor.execute(job, task, self._threads))
-        self._running[job.id] = future
+        # The job runs inside this slot's own task (no task per job): to interrupt it, the
+        # heartbeat or the shutdown cancels the slot while it is registered here, which is
+        # only while it awaits inside execute().
+        slot = asyncio.current_task()
+        assert slot is not None
+        self._running[job.id] = slot
         try:
-            outcome: executor.Outcome = await future
+            outcome: executor.Outcome = await executor.execute(job, task, self._threads)
         except asyncio.CancelledError:
+            slot.uncancel()
             if job.id in self._lost:
                 self._forget(job)
                 return
@@ -449,9 +455,9 @@ class Worker:
                 extra=fields(action="job_lost", job_id=job.id, kind=job.kind),
             )
             self._lost.add(job.id)
-            future = self._running.get(job.id)
-            if future is not None:
-                future.cancel()
+            slot = self._running.get(job.id)
+            if slot is not None:
+                slot.cancel()
 
     async def _heartbeat(self) -> None:
         while True:
