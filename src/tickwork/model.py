@@ -10,7 +10,6 @@ from typing import Any, NewType
 from tickwork.errors import InvalidInput
 
 JobId = NewType("JobId", int)
-WorkerName = NewType("WorkerName", str)
 
 DEFAULT_QUEUE = "default"
 DEFAULT_MAX_ATTEMPTS = 25
@@ -22,13 +21,6 @@ class JobStatus(enum.StrEnum):
     SUCCEEDED = "succeeded"
     DEAD = "dead"
     CANCELLED = "cancelled"
-
-    @property
-    def is_final(self) -> bool:
-        return self in FINAL_STATUSES
-
-
-FINAL_STATUSES = frozenset({JobStatus.SUCCEEDED, JobStatus.DEAD, JobStatus.CANCELLED})
 
 
 @dataclass(frozen=True)

@@ -251,6 +251,26 @@ async def test_stopped_worker_removes_its_row(
         await app.close_async()
 
 
+async def test_a_crashed_worker_loop_stops_the_worker_and_marks_it_failed(
+    app: tickwork.App,
+    database_url: str,
+    aconn: psycopg.AsyncConnection,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    @app.task("t.any")
+    async def anything(job: tickwork.Job) -> None:
+        return None
+
+    def broken_claim(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("a bug in the claim")
+
+    monkeypatch.setattr(store, "claim_jobs", broken_claim)
+    worker = Worker(app, settings(database_url), clock=app.clock)
+    await asyncio.wait_for(worker.run(), 10)  # returns by itself: nobody called stop()
+    assert worker.failed
+    assert await ascalar(aconn, "SELECT count(*) FROM tickwork.workers") == 0, "deregistered"
+
+
 # --- retention -----------------------------------------------------------------------------
 
 

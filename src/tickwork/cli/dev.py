@@ -47,4 +47,4 @@ def run(args: argparse.Namespace, env: common.Env) -> int:
         asyncio.run(serve(worker, view.run(), before_forced_exit=server.stop))
         print("worker stopped; stopping PostgreSQL", file=out, flush=True)
     print("PostgreSQL stopped", file=out, flush=True)
-    return exit_abandoning_threads(0)
+    return exit_abandoning_threads(1 if worker.failed else 0)

@@ -81,8 +81,9 @@ def run(args: argparse.Namespace, env: common.Env) -> int:
         log.warning("the app registers no tasks: this worker runs no jobs")
     app.configure(settings.database_url)
     common.check_connection(settings.database_url)
-    asyncio.run(serve(Worker(app, settings)))
-    return exit_abandoning_threads(0)
+    worker = Worker(app, settings)
+    asyncio.run(serve(worker))
+    return exit_abandoning_threads(1 if worker.failed else 0)
 
 
 def load_app(spec: str) -> App:

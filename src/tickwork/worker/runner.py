@@ -118,6 +118,8 @@ class Worker:
                     *((loop.__name__, loop(self)) for loop in self._extra_loops),
                 )
             ]
+            for task in (*slots, completer, heartbeat, *background):
+                task.add_done_callback(self._crashed)
             log.info(
                 "worker started",
                 extra=fields(

@@ -44,7 +44,3 @@ INSERT INTO tickwork.audit_log (at, actor, action, target, reason, request_id, d
 VALUES (coalesce(%(now)s, now()), %(actor)s, %(action)s, %(target)s, %(reason)s,
         %(request_id)s, %(details)s)
 RETURNING id;
-
--- name: audit_list
-SELECT id, at, actor, action, target, reason, request_id, details
-FROM tickwork.audit_log ORDER BY id DESC LIMIT %(limit)s;
