@@ -120,6 +120,7 @@ def claim(
     conn: psycopg.Connection[Any],
     *,
     kinds: Sequence[str],
+    max_attempts: int = 25,
     queues: Sequence[str] = ("default",),
     limit: int = 100,
     now: datetime | None = T0,
@@ -127,7 +128,8 @@ def claim(
     lease_seconds: float = 30.0,
 ) -> list[Job]:
     """One claim statement on ``conn`` (in whatever transaction ``conn`` is in)."""
-    return store.run(conn, store.claim_jobs(worker, queues, kinds, limit, lease_seconds, now))
+    known = dict.fromkeys(kinds, max_attempts)
+    return store.run(conn, store.claim_jobs(worker, queues, known, limit, lease_seconds, now))
 
 
 # --- waiting with a deadline ---------------------------------------------------------------

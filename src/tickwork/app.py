@@ -46,7 +46,8 @@ class JobFields(TypedDict, total=False):
     unique_key: str | None
     """While a job of this kind and key is available or running, return it instead."""
     max_attempts: int | None
-    """Default: the task's, else 25."""
+    """Default: the task's (resolved when a worker claims the job, if this app does not
+    register the task)."""
     retry: Backoff | None
     """Default: the task's policy."""
     timeout: float | None
@@ -152,8 +153,8 @@ class App:
         task = self.registry.get(kind)
         queue = fields.get("queue") or (task.queue if task else DEFAULT_QUEUE)
         max_attempts = fields.get("max_attempts")
-        if max_attempts is None:
-            max_attempts = task.max_attempts if task else DEFAULT_MAX_ATTEMPTS
+        if max_attempts is None and task is not None:
+            max_attempts = task.max_attempts  # else the claiming worker's task decides
         priority = fields.get("priority", 0)
         timeout = fields.get("timeout")
         run_at = fields.get("run_at")

@@ -174,7 +174,7 @@ def describe_fired(job: Job, now: datetime) -> str:
 
 
 def _detail(job: Job, now: datetime) -> str:
-    attempts = f"attempt {job.attempt}/{job.max_attempts}"
+    attempts = f"attempt {job.attempt}/{job.max_attempts or '-'}"
     error = _last_line(job.last_error)
     if job.status is JobStatus.AVAILABLE:
         due = "runs now" if job.run_at <= now else f"runs at {_clock(job.run_at)}"

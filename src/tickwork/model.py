@@ -71,7 +71,8 @@ class Job:
     run_at: datetime
     status: JobStatus
     attempt: int
-    max_attempts: int
+    max_attempts: int | None
+    """None until a worker claims the job and applies its task's setting."""
     version: int
     retry: Backoff | None = None
     timeout: float | None = None

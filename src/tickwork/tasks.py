@@ -71,6 +71,9 @@ class Registry:
     def get(self, kind: str) -> Task | None:
         return self._tasks.get(kind)
 
+    def items(self) -> list[tuple[str, Task]]:
+        return sorted(self._tasks.items())
+
     @property
     def kinds(self) -> list[str]:
         return sorted(self._tasks)

@@ -100,7 +100,22 @@ def test_enqueue_takes_queue_and_attempts_from_the_task(
 
     unregistered = job_row(conn, app.enqueue("nobody.serves.this", {}))
     assert unregistered["queue"] == "default"
-    assert unregistered["max_attempts"] == 25
+    assert unregistered["max_attempts"] is None, "left to the task of the claiming worker"
+
+
+def test_a_claim_gives_a_job_without_max_attempts_its_task_setting(
+    conn: psycopg.Connection,
+) -> None:
+    producer = tickwork.App(conn.info.dsn)  # registers no tasks: it cannot know the setting
+    try:
+        job_id = producer.enqueue("t.elsewhere", {})
+        given = producer.enqueue("t.elsewhere", {}, max_attempts=9)
+    finally:
+        producer.close()
+    assert job_row(conn, job_id)["max_attempts"] is None
+    claimed = claim(conn, kinds=["t.elsewhere"], max_attempts=4)
+    assert {job.id: job.max_attempts for job in claimed} == {job_id: 4, given: 9}
+    assert job_row(conn, job_id)["max_attempts"] == 4
 
 
 def test_enqueue_stores_every_option(app: tickwork.App, conn: psycopg.Connection) -> None:

@@ -119,7 +119,7 @@ async def test_fixed_delay_waits_for_the_job_to_finish(
     assert (await fire(aconn, at(1000))).claimed == 0
 
     # The job succeeds at 100 s (the worker's completion write): next run 45 s later.
-    (job,) = store.run(conn, store.claim_jobs("w", ["default"], [KIND], 10, 30, at(50)))
+    (job,) = store.run(conn, store.claim_jobs("w", ["default"], {KIND: 25}, 10, 30, at(50)))
     with conn.transaction():
         store.run(conn, store.complete_jobs([job], at(100)))
         store.run(conn, schedules_db.jobs_succeeded({job.id: None}))

@@ -17,7 +17,7 @@ from tickwork.schedules.definition import ConcurrencyPolicy, MisfirePolicy
 
 
 def _claim(conn: psycopg.Connection[Any], now_seconds: float) -> list[Job]:
-    return store.run(conn, store.claim_jobs("w", ["default"], [KIND], 10, 30, at(now_seconds)))
+    return store.run(conn, store.claim_jobs("w", ["default"], {KIND: 25}, 10, 30, at(now_seconds)))
 
 
 # --- misfires ------------------------------------------------------------------------------------

@@ -321,7 +321,6 @@ def test_to_spec_writes_defaults_and_omits_unset_fields() -> None:
             "queue": "default",
             "payload": {},
             "priority": 0,
-            "maxAttempts": 25,
         },
     }
 

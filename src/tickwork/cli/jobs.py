@@ -12,7 +12,7 @@ from tickwork.app import App
 from tickwork.cli import common, output
 from tickwork.db import store
 from tickwork.errors import InvalidInput, UnknownTask
-from tickwork.model import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, JobStatus
+from tickwork.model import DEFAULT_QUEUE, JobStatus
 from tickwork.settings import WorkerSettings
 from tickwork.tasks import check_job_fields
 
@@ -56,7 +56,10 @@ def _register_enqueue(subcommands: common.Subcommands) -> None:
     parser.add_argument("--unique-key", metavar="K", help="return the open job with this key")
     parser.add_argument("--priority", type=int, default=0, help="0..32767, higher first (0)")
     parser.add_argument(
-        "--max-attempts", type=int, metavar="N", help=f"default {DEFAULT_MAX_ATTEMPTS}"
+        "--max-attempts",
+        type=int,
+        metavar="N",
+        help="default: the task's own, applied by the worker that claims the job",
     )
     parser.add_argument(
         "--allow-unknown-kind",

@@ -90,7 +90,7 @@ def job_row(job: Job) -> tuple[Any, ...]:
         job.kind,
         job.queue,
         job.status.value,
-        f"{job.attempt}/{job.max_attempts}",
+        f"{job.attempt}/{job.max_attempts or '-'}",  # '-': the task's, once claimed
         job.priority,
         job.run_at,
         last_line(job.last_error),

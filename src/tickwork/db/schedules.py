@@ -227,7 +227,7 @@ class NewScheduleJob:
     queue: str
     payload: Any
     priority: int
-    max_attempts: int
+    max_attempts: int | None
     retry: Backoff | None
     timeout: float | None
     concurrency_key: str | None

@@ -142,7 +142,8 @@ class JobOptions:
     queue: str
     priority: int = 0
     run_at: datetime | None = None
-    max_attempts: int = 25
+    max_attempts: int | None = None
+    """None: the task's own, resolved when a worker claims the job."""
     retry: Backoff | None = None
     timeout: float | None = None
     concurrency_key: str | None = None
@@ -198,17 +199,20 @@ def insert_jobs(
 def claim_jobs(
     worker: str,
     queues: Sequence[str],
-    kinds: Sequence[str],
+    kinds: Mapping[str, int],
     limit: int,
     lease_seconds: float,
     now: datetime | None,
 ) -> Op[list[Job]]:
+    """``kinds``: the kinds this worker runs, each with its task's max attempts (given to
+    jobs enqueued without their own)."""
     return Op(
         "job_claim",
         {
             "worker": worker,
             "queues": list(queues),
             "kinds": list(kinds),
+            "max_attempts": list(kinds.values()),
             "limit": limit,
             "lease_seconds": lease_seconds,
             "now": now,

@@ -19,7 +19,7 @@ from datetime import timedelta
 from typing import Any, NoReturn, TypeVar
 
 from tickwork.errors import InvalidInput
-from tickwork.model import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, Backoff
+from tickwork.model import DEFAULT_QUEUE, Backoff
 from tickwork.schedules import occurrences
 
 MAX_NAME_LENGTH = 253
@@ -77,7 +77,8 @@ class JobTemplate:
     payload: Any = field(default_factory=dict)
     """Any JSON value: dicts with string keys, lists, strings, finite numbers, booleans, None."""
     priority: int = 0
-    max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    max_attempts: int | None = None
+    """None: the task's own, applied by the worker that claims the job."""
     retry: Backoff | None = None
     """None: the task's own retry policy applies."""
     timeout_seconds: float | None = None
@@ -209,7 +210,8 @@ class ScheduleDefinition:
             self._fail("spec.job.queue", "must not be empty")
         _check_json(self._error, "spec.job.payload", job.payload)
         self._check_int("spec.job.priority", job.priority, 0)
-        self._check_int("spec.job.maxAttempts", job.max_attempts, 1)
+        if job.max_attempts is not None:
+            self._check_int("spec.job.maxAttempts", job.max_attempts, 1)
         if job.retry is not None:
             for key, value in _retry_to_spec(job.retry).items():
                 if not math.isfinite(value):
@@ -308,8 +310,9 @@ def _job_to_spec(job: JobTemplate) -> dict[str, Any]:
         "queue": job.queue,
         "payload": _copy_json(job.payload),
         "priority": job.priority,
-        "maxAttempts": job.max_attempts,
     }
+    if job.max_attempts is not None:
+        spec["maxAttempts"] = job.max_attempts
     if job.retry is not None:
         spec["retryPolicy"] = _retry_to_spec(job.retry)
     if job.timeout_seconds is not None:
@@ -329,7 +332,7 @@ def _job_from_spec(fields: _Fields) -> JobTemplate:
         queue=_or(fields.string("queue"), DEFAULT_QUEUE),
         payload=_copy_json(fields.values["payload"]) if "payload" in fields.values else {},
         priority=_or(fields.integer("priority"), 0),
-        max_attempts=_or(fields.integer("maxAttempts"), DEFAULT_MAX_ATTEMPTS),
+        max_attempts=fields.integer("maxAttempts"),
         retry=None if retry is None else _retry_from_spec(retry),
         timeout_seconds=fields.number("timeoutSeconds"),
         concurrency_key=fields.string("concurrencyKey"),

@@ -57,6 +57,7 @@ class Worker:
         self.clock = clock or DatabaseClock()
         self.name = settings.name
         self.kinds = app.registry.kinds
+        self._max_attempts = {kind: task.max_attempts for kind, task in app.registry.items()}
         self.queues = list(settings.queues) or sorted({"default", *app.registry.queues()})
         self._extra_loops = extra_loops
         self._capacity = settings.concurrency + settings.effective_prefetch
@@ -222,7 +223,7 @@ class Worker:
                     store.claim_jobs(
                         self.name,
                         self.queues,
-                        self.kinds,
+                        self._max_attempts,
                         limit,
                         self.settings.lease_seconds,
                         self.clock.now(),

@@ -12,7 +12,8 @@ CREATE TABLE tickwork.jobs (
     run_at              timestamptz         NOT NULL DEFAULT now(),
     status              tickwork.job_status NOT NULL DEFAULT 'available',
     attempt             integer             NOT NULL DEFAULT 0 CHECK (attempt >= 0),
-    max_attempts        integer             NOT NULL DEFAULT 25 CHECK (max_attempts >= 1),
+    -- NULL: the task's own, filled in by the worker that first claims the job.
+    max_attempts        integer             CHECK (max_attempts >= 1),
     -- Retry policy of this job; NULL means the task's own policy.
     retry_base_seconds  double precision    CHECK (retry_base_seconds >= 0),
     retry_rate          double precision    CHECK (retry_rate >= 1),

@@ -40,7 +40,8 @@ ORDER BY p.n
 RETURNING id;
 
 -- name: job_claim
--- Claim up to %(limit)s due jobs of the given kinds and queues in one statement.
+-- Claim up to %(limit)s due jobs of the given kinds and queues in one statement. A job
+-- enqueued without max_attempts takes the claiming worker's task setting for its kind.
 -- Jobs with a concurrency key are taken only when no job with that key is running, one per
 -- key per batch; the advisory lock keeps two claimers from taking the same key at once, and
 -- the unique index jobs_concurrency_key_idx is the final guard.
@@ -75,6 +76,10 @@ claimed AS (
     UPDATE tickwork.jobs j
     SET status = 'running',
         attempt = j.attempt + 1,
+        max_attempts = coalesce(j.max_attempts, (
+            SELECT task.max_attempts
+            FROM unnest(%(kinds)s::text[], %(max_attempts)s::integer[]) AS task(kind, max_attempts)
+            WHERE task.kind = j.kind)),
         picked_by = %(worker)s,
         started_at = coalesce(%(now)s, now()),
         lease_expires_at = coalesce(%(now)s, now()) + make_interval(secs => %(lease_seconds)s),
