@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import os
 import signal
 import threading
 import time
@@ -273,3 +274,15 @@ def recorded_ids(record_dir: Path) -> dict[str, list[int]]:
 def sync_conn(database_url: str) -> Iterator[psycopg.Connection[Any]]:
     with psycopg.connect(database_url, autocommit=True) as conn:
         yield conn
+
+
+def stop_processes(processes: Sequence[Any]) -> None:
+    """SIGTERM the processes still alive, then SIGKILL those that do not exit in 10 s."""
+    for process in processes:
+        if process.is_alive():
+            os.kill(process.pid, signal.SIGTERM)
+    for process in processes:
+        process.join(10)
+        if process.is_alive():
+            os.kill(process.pid, signal.SIGKILL)
+            process.join(5)

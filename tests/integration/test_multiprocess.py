@@ -15,7 +15,7 @@ import psycopg
 import pytest
 
 import tickwork
-from helpers import MP_KIND, recorded_ids, scalar, serve_worker, wait_until_sync
+from helpers import MP_KIND, recorded_ids, scalar, serve_worker, stop_processes, wait_until_sync
 
 Start = Callable[[str, dict[str, Any]], Any]
 
@@ -39,14 +39,7 @@ def start_worker(database_url: str, tmp_path: Path) -> Iterator[Start]:
         return process
 
     yield start
-    for process in started:
-        if process.is_alive():
-            os.kill(process.pid, signal.SIGTERM)
-    for process in started:
-        process.join(10)
-        if process.is_alive():
-            os.kill(process.pid, signal.SIGKILL)
-            process.join(5)
+    stop_processes(started)
 
 
 def _counts(conn: psycopg.Connection) -> dict[str, int]:

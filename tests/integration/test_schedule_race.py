@@ -16,7 +16,7 @@ import psycopg
 import pytest
 
 import tickwork
-from helpers import wait_until_sync
+from helpers import stop_processes, wait_until_sync
 from schedule_helpers import (
     NS,
     T0,
@@ -65,14 +65,7 @@ def start(database_url: str) -> Iterator[Start]:
         return process
 
     yield launch
-    for process in started:
-        if process.is_alive():
-            os.kill(process.pid, signal.SIGTERM)
-    for process in started:
-        process.join(10)
-        if process.is_alive():
-            os.kill(process.pid, signal.SIGKILL)
-            process.join(5)
+    stop_processes(started)
 
 
 def _rows(conn: psycopg.Connection[Any], query: str, *params: Any) -> list[tuple[Any, ...]]:
