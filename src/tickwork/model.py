@@ -85,3 +85,29 @@ class Job:
     created_at: datetime | None = None
     started_at: datetime | None = None
     finished_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class OpenJobs:
+    """A schedule's pending (available) and running jobs."""
+
+    available: int
+    running: int
+
+
+@dataclass(frozen=True)
+class NewScheduleJob:
+    """A job to create for a schedule: an occurrence, or a manual trigger (no occurrence)."""
+
+    namespace: str
+    name: str
+    occurrence_at: datetime | None
+    run_at: datetime | None
+    kind: str
+    queue: str
+    payload: Any
+    priority: int
+    max_attempts: int | None
+    retry: Backoff | None
+    timeout: float | None
+    concurrency_key: str | None

@@ -8,8 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from tickwork.db.schedules import OpenJobs
-from tickwork.model import Backoff
+from tickwork.model import Backoff, OpenJobs
 from tickwork.schedules import policies
 from tickwork.schedules.definition import (
     ConcurrencyPolicy,

@@ -12,7 +12,7 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from tickwork.db.store import Op, Row, to_json
-from tickwork.model import Backoff, JobId, JobStatus
+from tickwork.model import JobId, JobStatus, NewScheduleJob, OpenJobs
 
 
 def _names(rows: list[Row]) -> list[str]:
@@ -184,14 +184,6 @@ def get_specs(keys: Sequence[Key]) -> Op[dict[Key, StoredSpec]]:
     )
 
 
-@dataclass(frozen=True)
-class OpenJobs:
-    """A schedule's pending (available) and running jobs."""
-
-    available: int
-    running: int
-
-
 def open_jobs(keys: Sequence[Key]) -> Op[dict[Key, OpenJobs]]:
     """Schedules without open jobs are absent from the result."""
     return Op(
@@ -213,24 +205,6 @@ def cancel_open_jobs(keys: Sequence[Key], now: datetime | None) -> Op[dict[Key, 
     params = _keys(keys)
     params["now"] = now
     return Op("schedule_cancel_open_jobs", params, _count_by_key)
-
-
-@dataclass(frozen=True)
-class NewScheduleJob:
-    """A job to create for a schedule: an occurrence, or a manual trigger (no occurrence)."""
-
-    namespace: str
-    name: str
-    occurrence_at: datetime | None
-    run_at: datetime | None
-    kind: str
-    queue: str
-    payload: Any
-    priority: int
-    max_attempts: int | None
-    retry: Backoff | None
-    timeout: float | None
-    concurrency_key: str | None
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from tickwork.db.schedules import NewScheduleJob, OpenJobs
+from tickwork.model import NewScheduleJob, OpenJobs
 from tickwork.schedules.definition import (
     MAX_CATCH_UP,
     ConcurrencyPolicy,
