@@ -8,12 +8,9 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, TypedDict, TypeVar, Unpack
 
-import psycopg
-from psycopg_pool import AsyncConnectionPool, ConnectionPool
-
 from tickwork.clock import Clock, DatabaseClock
+from tickwork.db import connections, store
 from tickwork.db import schedules as schedules_db
-from tickwork.db import store
 from tickwork.errors import (
     ConfigurationError,
     InvalidInput,
@@ -64,8 +61,8 @@ class App:
         self._database_url = database_url
         self.clock: Clock = clock or DatabaseClock()
         self.registry = Registry()
-        self._pool: ConnectionPool[psycopg.Connection[Any]] | None = None
-        self._async_pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] | None = None
+        self._pool: connections.Pool | None = None
+        self._async_pool: connections.AsyncPool | None = None
 
     # --- configuration ---------------------------------------------------------------
 
@@ -108,28 +105,24 @@ class App:
     def connection(self) -> Any:
         """A pooled connection in a transaction that commits on success."""
         if self._pool is None:
-            self._pool = ConnectionPool(
-                self.database_url, min_size=1, max_size=4, open=False, kwargs={"autocommit": False}
-            )
+            self._pool = connections.pool(self.database_url, max_size=4)
             self._pool.open(wait=True, timeout=10)
         with self._pool.connection() as conn:
             yield conn
 
-    def _run(self, op: store.Op[T], conn: psycopg.Connection[Any] | None = None) -> T:
+    def _run(self, op: store.Op[T], conn: connections.Connection | None = None) -> T:
         if conn is not None:
             return store.run(conn, op)
         with self.connection() as own:
             return store.run(own, op)
 
-    async def _async_pool_get(self) -> AsyncConnectionPool[psycopg.AsyncConnection[Any]]:
+    async def _async_pool_get(self) -> connections.AsyncPool:
         if self._async_pool is None:
-            self._async_pool = AsyncConnectionPool(
-                self.database_url, min_size=1, max_size=4, open=False
-            )
+            self._async_pool = connections.async_pool(self.database_url, min_size=1, max_size=4)
             await self._async_pool.open(wait=True, timeout=10)
         return self._async_pool
 
-    async def _arun(self, op: store.Op[T], conn: psycopg.AsyncConnection[Any] | None = None) -> T:
+    async def _arun(self, op: store.Op[T], conn: connections.AsyncConnection | None = None) -> T:
         if conn is not None:
             return await store.arun(conn, op)
         pool = await self._async_pool_get()
@@ -192,7 +185,7 @@ class App:
         kind: str,
         payload: Any = None,
         *,
-        conn: psycopg.Connection[Any] | None = None,
+        conn: connections.Connection | None = None,
         **fields: Unpack[JobFields],
     ) -> JobId:
         """Add a job; returns its id (the existing job's id when ``unique_key`` matches an
@@ -209,7 +202,7 @@ class App:
         kind: str,
         payload: Any = None,
         *,
-        conn: psycopg.AsyncConnection[Any] | None = None,
+        conn: connections.AsyncConnection | None = None,
         **fields: Unpack[JobFields],
     ) -> JobId:
         """:meth:`enqueue` for asyncio code."""
@@ -225,7 +218,7 @@ class App:
         kind: str,
         payloads: Sequence[Any],
         *,
-        conn: psycopg.Connection[Any] | None = None,
+        conn: connections.Connection | None = None,
         **fields: Unpack[JobFields],
     ) -> list[JobId]:
         """Add many jobs of one kind in a single statement; ids in payload order.
@@ -237,7 +230,7 @@ class App:
         kind: str,
         payloads: Sequence[Any],
         *,
-        conn: psycopg.AsyncConnection[Any] | None = None,
+        conn: connections.AsyncConnection | None = None,
         **fields: Unpack[JobFields],
     ) -> list[JobId]:
         """:meth:`enqueue_many` for asyncio code."""

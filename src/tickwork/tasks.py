@@ -15,7 +15,7 @@ DEFAULT_BACKOFF = Backoff()
 TaskFunction = Callable[[Job], Any]
 DeadHook = Callable[[Job, Any, str], Any]
 """``on_dead(job, conn, error)``: sync or async; ``conn`` is the worker's
-``psycopg.AsyncConnection`` in the transaction that marks the job dead."""
+async connection (``psycopg.AsyncConnection``) in the transaction that marks the job dead."""
 
 
 @dataclass(frozen=True)

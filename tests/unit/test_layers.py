@@ -1,5 +1,6 @@
-"""The architecture, checked: pure modules stay pure (no database, directly or through
-another tickwork module), and nothing below the command line imports it."""
+"""The architecture, checked: only the database layer imports the driver, pure modules reach
+no database (directly or through another tickwork module), and nothing below the command
+line imports it."""
 
 from __future__ import annotations
 
@@ -84,3 +85,8 @@ def test_pure_modules_reach_no_database(module: str) -> None:
 @pytest.mark.parametrize("module", [m for m in _modules() if not m.startswith(TOP)])
 def test_nothing_below_the_entry_points_imports_them(module: str) -> None:
     assert not {n for n in _imports(module) if n.startswith(TOP)}
+
+
+@pytest.mark.parametrize("module", [m for m in _modules() if not m.startswith("tickwork.db")])
+def test_only_the_database_layer_imports_the_driver(module: str) -> None:
+    assert not {n for n in _imports(module) if n.split(".")[0] in ("psycopg", "psycopg_pool")}

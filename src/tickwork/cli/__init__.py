@@ -16,12 +16,9 @@ import sys
 from collections.abc import Iterator, Mapping, Sequence
 from types import ModuleType
 
-import psycopg
-
 from tickwork.cli import common
+from tickwork.db import connections
 from tickwork.errors import ConfigurationError, InvalidInput, TickworkError
-
-_NO_SCHEMA = (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName)
 
 
 def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> int:
@@ -34,9 +31,9 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
         return _fail(str(exc), 2)
     except TickworkError as exc:
         return _fail(str(exc), 1)
-    except _NO_SCHEMA as exc:
+    except connections.MISSING_SCHEMA as exc:
         return _fail(f"{_first_line(exc)}: run `tickwork migrate` first", 1)
-    except psycopg.Error as exc:
+    except connections.DatabaseError as exc:
         return _fail(f"database error: {_first_line(exc)}", 1)
     except KeyboardInterrupt:
         return 130

@@ -9,19 +9,16 @@ environment as read once by :func:`tickwork.cli.main`.
 from __future__ import annotations
 
 import argparse
-import re
 import socket
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
 from typing import NoReturn, TypeAlias
 
-import psycopg
-from psycopg.conninfo import conninfo_to_dict
-
 from tickwork import logs
 from tickwork.app import App
-from tickwork.errors import ConfigurationError, DatabaseUnavailable
+from tickwork.db import connections
+from tickwork.errors import ConfigurationError
 
 Env = Mapping[str, str]
 Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
@@ -31,11 +28,6 @@ LOG_FORMAT_ENV = "TICKWORK_LOG_FORMAT"
 LOG_LEVEL_ENV = "TICKWORK_LOG_LEVEL"
 LOG_FORMATS = ("text", "json")
 LOG_LEVELS = ("debug", "info", "warning", "error")
-CONNECT_TIMEOUT_SECONDS = 10
-
-_LIBPQ_PREFIX = re.compile(
-    r"^connection (?:failed|is bad): (?:connection to server [^:]*? failed: )?"
-)
 
 
 class UsageError(ConfigurationError):
@@ -131,22 +123,11 @@ def app(args: argparse.Namespace, env: Env) -> Iterator[App]:
 
 
 def check_connection(url: str) -> None:
-    """Connect and disconnect; :class:`DatabaseUnavailable` names where and why, never the
-    password."""
+    """Connect and disconnect first, so an unreachable database is one clear line."""
     try:
-        params = conninfo_to_dict(url)
-    except psycopg.ProgrammingError as exc:
-        raise UsageError(f"--database-url: not a valid connection string: {exc}") from None
-    timeout = params.get("connect_timeout", CONNECT_TIMEOUT_SECONDS)
-    try:
-        psycopg.connect(url, connect_timeout=timeout).close()
-    except psycopg.OperationalError as exc:
-        where = f"{params.get('host') or 'localhost'}:{params.get('port') or 5432}"
-        reason = _LIBPQ_PREFIX.sub("", str(exc).strip().splitlines()[0]) if str(exc) else "?"
-        password = str(params.get("password") or "")
-        if password:
-            reason = reason.replace(password, "***")
-        raise DatabaseUnavailable(f"cannot connect to the database at {where}: {reason}") from None
+        connections.check(url)
+    except ConfigurationError as exc:
+        raise UsageError(f"--database-url: {exc}") from None
 
 
 def instant(flag: str, text: str) -> datetime:

@@ -23,12 +23,9 @@ from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
-import psycopg
-from psycopg_pool import AsyncConnectionPool
-
 from tickwork.clock import Clock, sleep
+from tickwork.db import connections, store
 from tickwork.db import schedules as db
-from tickwork.db import store
 from tickwork.logs import fields
 from tickwork.schedules import occurrences, policies
 from tickwork.schedules.definition import (
@@ -260,7 +257,7 @@ def _compiled_or_none(namespace: str, name: str, spec: dict[str, Any]) -> Compil
 
 
 async def warm(
-    conn: psycopg.AsyncConnection[Any],
+    conn: connections.AsyncConnection,
     namespaces: Sequence[str],
     cache: DefinitionCache,
     before: datetime,
@@ -292,7 +289,7 @@ async def warm(
 
 
 async def _compile(
-    conn: psycopg.AsyncConnection[Any], due: list[db.DueSchedule], cache: DefinitionCache
+    conn: connections.AsyncConnection, due: list[db.DueSchedule], cache: DefinitionCache
 ) -> dict[db.Key, Compiled | None]:
     compiled: dict[db.Key, Compiled | None] = {}
     missing: list[db.Key] = []
@@ -324,7 +321,7 @@ def _label(key: db.Key) -> str:
 
 
 async def _apply_overlap(
-    conn: psycopg.AsyncConnection[Any], plans: list[_Plan], now: datetime | None
+    conn: connections.AsyncConnection, plans: list[_Plan], now: datetime | None
 ) -> list[_Plan]:
     """Overlap policies with one query for the batch (plus one for Replace cancellations);
     returns the plans deferred because a job to replace was held by someone else."""
@@ -370,7 +367,7 @@ def _advance(plan: _Plan) -> db.Advance:
 
 
 async def _fire_batch(
-    conn: psycopg.AsyncConnection[Any],
+    conn: connections.AsyncConnection,
     namespaces: Sequence[str],
     now: datetime | None,
     cache: DefinitionCache,
@@ -417,7 +414,7 @@ async def _fire_batch(
 
 
 async def run_once(
-    conn: psycopg.AsyncConnection[Any],
+    conn: connections.AsyncConnection,
     namespaces: Sequence[str],
     now: datetime | None,
     *,
@@ -452,7 +449,7 @@ async def run_once(
 
 
 async def loop(
-    pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]],
+    pool: connections.AsyncPool,
     namespaces: Sequence[str],
     *,
     clock: Clock,
@@ -474,7 +471,7 @@ async def loop(
                     horizon = alarm.now + timedelta(seconds=delay + config.max_sleep)
                     await warm(conn, namespaces, cache, horizon, woke_at - config.busy_sleep)
                     delay = max(woke_at - time.monotonic(), 0.0)
-        except psycopg.Error as exc:
+        except connections.DatabaseError as exc:
             log.error("firing failed: %s", exc, extra=fields(action="firing_failed"))
             delay = config.error_sleep
         await sleep(delay, wake)

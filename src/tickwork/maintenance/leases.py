@@ -5,11 +5,8 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
-from typing import Any
 
-import psycopg
-
-from tickwork.db import store
+from tickwork.db import connections, store
 from tickwork.logs import fields
 from tickwork.tasks import Registry
 from tickwork.worker import deaths
@@ -21,7 +18,7 @@ BATCH = 1000
 
 
 async def run_once(
-    conn: psycopg.AsyncConnection[Any], registry: Registry, now: datetime | None
+    conn: connections.AsyncConnection, registry: Registry, now: datetime | None
 ) -> int:
     """Recover one batch of expired leases; returns how many jobs were recovered."""
     async with conn.transaction():

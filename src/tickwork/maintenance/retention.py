@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
-import psycopg
-
-from tickwork.db import store
+from tickwork.db import connections, store
 
 NAME = "retention"
 
 
 async def run_once(
-    conn: psycopg.AsyncConnection[Any], age_seconds: float, batch: int, now: datetime | None
+    conn: connections.AsyncConnection, age_seconds: float, batch: int, now: datetime | None
 ) -> int:
     """Delete batch after batch (one transaction each) until none is left; returns the count."""
     total = 0

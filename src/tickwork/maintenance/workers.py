@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
-from typing import Any
 
-import psycopg
-
-from tickwork.db import store
+from tickwork.db import connections, store
 from tickwork.logs import fields
 
 log = logging.getLogger(__name__)
@@ -17,7 +14,7 @@ NAME = "expire_workers"
 
 
 async def run_once(
-    conn: psycopg.AsyncConnection[Any], ttl_seconds: float, now: datetime | None
+    conn: connections.AsyncConnection, ttl_seconds: float, now: datetime | None
 ) -> list[str]:
     async with conn.transaction():
         gone = await store.arun(conn, store.expire_workers(ttl_seconds, now))

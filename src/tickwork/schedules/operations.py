@@ -7,10 +7,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-import psycopg
-
+from tickwork.db import connections, store
 from tickwork.db import schedules as schedules_db
-from tickwork.db import store
 from tickwork.errors import InvalidInput, InvalidTransition, ScheduleNotFound
 from tickwork.model import JobId
 from tickwork.schedules import occurrences, policies
@@ -54,7 +52,7 @@ class Audit:
 
 
 def _lock(
-    conn: psycopg.Connection[Any], namespace: str, name: str
+    conn: connections.Connection, namespace: str, name: str
 ) -> tuple[schedules_db.LockedSchedule, ScheduleDefinition]:
     locked = store.run(conn, schedules_db.lock_schedule(namespace, name))
     if locked is None:
@@ -68,7 +66,7 @@ def _aware(field: str, value: datetime) -> None:
 
 
 def fire(
-    conn: psycopg.Connection[Any],
+    conn: connections.Connection,
     namespace: str,
     name: str,
     revision: int,
@@ -98,7 +96,7 @@ def fire(
 
 
 def backfill(
-    conn: psycopg.Connection[Any],
+    conn: connections.Connection,
     namespace: str,
     name: str,
     start: datetime,
@@ -142,7 +140,7 @@ def backfill(
 
 
 def trigger(
-    conn: psycopg.Connection[Any], namespace: str, name: str, audit: Audit, now: datetime | None
+    conn: connections.Connection, namespace: str, name: str, audit: Audit, now: datetime | None
 ) -> JobId:
     """One job now, outside the timetable (no occurrence); works while suspended."""
     locked, definition = _lock(conn, namespace, name)

@@ -17,12 +17,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
 
-import psycopg
-
+from tickwork.db import connections, store
 from tickwork.db import schedules as db
-from tickwork.db import store
 from tickwork.errors import InvalidInput, NamespaceOwned
 from tickwork.schedules import occurrences
 from tickwork.schedules.definition import (
@@ -168,7 +165,7 @@ def plan(
 
 
 def sync(
-    conn: psycopg.Connection[Any],
+    conn: connections.Connection,
     namespace: str,
     definitions: Sequence[ScheduleDefinition],
     *,

@@ -5,11 +5,8 @@ from __future__ import annotations
 import inspect
 import logging
 from datetime import datetime
-from typing import Any
 
-import psycopg
-
-from tickwork.db import store
+from tickwork.db import connections, store
 from tickwork.logs import fields
 from tickwork.model import Job
 from tickwork.tasks import Task
@@ -19,7 +16,7 @@ log = logging.getLogger(__name__)
 
 
 async def mark_dead(
-    conn: psycopg.AsyncConnection[Any],
+    conn: connections.AsyncConnection,
     job: Job,
     task: Task | None,
     error: str,

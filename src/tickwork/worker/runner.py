@@ -18,13 +18,10 @@ from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import psycopg
-from psycopg_pool import AsyncConnectionPool
-
 from tickwork.app import App
 from tickwork.clock import Clock, DatabaseClock, sleep
+from tickwork.db import connections, store
 from tickwork.db import schedules as schedules_db
-from tickwork.db import store
 from tickwork.errors import InvalidInput
 from tickwork.logs import fields
 from tickwork.maintenance import firing, leases, retention
@@ -35,7 +32,7 @@ from tickwork.worker import deaths, executor, retry
 
 log = logging.getLogger(__name__)
 
-Pool = AsyncConnectionPool[psycopg.AsyncConnection[Any]]
+Pool = connections.AsyncPool
 Loop = Callable[["Worker"], Coroutine[Any, Any, None]]
 
 _SHUTDOWN_ERROR = "interrupted: the worker shut down before the job finished"
@@ -97,9 +94,7 @@ class Worker:
     # --- the whole process ------------------------------------------------------------
 
     async def run(self) -> None:
-        self._pool = AsyncConnectionPool(
-            self.settings.database_url, min_size=2, max_size=6, open=False
-        )
+        self._pool = connections.async_pool(self.settings.database_url, min_size=2, max_size=6)
         await self._pool.open(wait=True, timeout=15)
         try:
             await self._register()
@@ -229,7 +224,7 @@ class Worker:
                         self.clock.now(),
                     ),
                 )
-        except psycopg.errors.UniqueViolation:
+        except connections.UniqueViolation:
             # Two workers raced for the same concurrency key; the index refused the second.
             log.debug(
                 "concurrency key race lost; claiming again",
@@ -255,7 +250,7 @@ class Worker:
             asked = min(room, self.settings.claim_batch)
             try:
                 got = await self.claim_once(asked)
-            except psycopg.OperationalError as exc:
+            except connections.ConnectionLost as exc:
                 log.error("claim failed: %s", exc, extra=fields(action="claim_failed"))
                 await sleep(self.settings.poll_seconds)
                 continue
@@ -275,22 +270,21 @@ class Worker:
         """LISTEN for new jobs and schedule changes; polling covers the time this is down."""
         while True:
             try:
-                conn = await psycopg.AsyncConnection.connect(
-                    self.settings.database_url, autocommit=True
-                )
-                async with conn:
-                    await conn.execute("LISTEN tickwork_jobs")
-                    if self.settings.namespaces:
-                        await conn.execute("LISTEN tickwork_schedules")
-                    self._wake.set()
-                    self._schedules_wake.set()
-                    async for notice in conn.notifies():
-                        if notice.channel == firing.CHANNEL:
-                            if notice.payload in self.settings.namespaces:
-                                self._schedules_wake.set()
-                        elif notice.payload in self.queues:
-                            self._wake.set()
-            except psycopg.OperationalError as exc:
+                channels = ["tickwork_jobs"]
+                if self.settings.namespaces:
+                    channels.append(firing.CHANNEL)
+                async for channel, payload in connections.notifications(
+                    self.settings.database_url, channels
+                ):
+                    if channel == firing.CHANNEL:
+                        if payload in self.settings.namespaces:
+                            self._schedules_wake.set()
+                    elif channel == "":  # listening now: look for anything missed meanwhile
+                        self._wake.set()
+                        self._schedules_wake.set()
+                    elif payload in self.queues:
+                        self._wake.set()
+            except connections.ConnectionLost as exc:
                 log.warning(
                     "notification listener lost: %s", exc, extra=fields(action="listener_lost")
                 )
@@ -308,7 +302,7 @@ class Worker:
                 continue
             try:
                 await self._run_job(job)
-            except psycopg.OperationalError as exc:
+            except connections.ConnectionLost as exc:
                 # The outcome could not be written; the lease runs out and the job is retried.
                 log.error(
                     "could not record the outcome: %s",
@@ -421,7 +415,7 @@ class Worker:
                 }
                 if results:
                     await store.arun(conn, schedules_db.jobs_succeeded(results))
-        except psycopg.OperationalError as exc:
+        except connections.ConnectionLost as exc:
             # The jobs stay running; their leases run out and they are retried elsewhere.
             log.error(
                 "could not record successes: %s",
@@ -467,13 +461,13 @@ class Worker:
             await sleep(self.settings.heartbeat_seconds)
             try:
                 await self.heartbeat_once()
-            except psycopg.OperationalError as exc:
+            except connections.ConnectionLost as exc:
                 log.error("heartbeat failed: %s", exc, extra=fields(action="heartbeat_failed"))
 
     async def maintain_once(self) -> None:
         """Run each maintenance duty that this worker manages to claim."""
         s = self.settings
-        duties: list[tuple[str, Callable[[psycopg.AsyncConnection[Any]], Awaitable[Any]]]] = [
+        duties: list[tuple[str, Callable[[connections.AsyncConnection], Awaitable[Any]]]] = [
             (leases.NAME, lambda c: leases.run_once(c, self.app.registry, self.clock.now())),
             (
                 retention.NAME,
@@ -500,6 +494,6 @@ class Worker:
         while True:
             try:
                 await self.maintain_once()
-            except psycopg.Error as exc:
+            except connections.DatabaseError as exc:
                 log.error("maintenance failed: %s", exc, extra=fields(action="maintenance_failed"))
             await sleep(self.settings.maintenance_seconds)
