@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, TypedDict, TypeVar, Unpack
@@ -102,7 +102,7 @@ class App:
     # --- connections -------------------------------------------------------------------
 
     @contextmanager
-    def connection(self) -> Any:
+    def connection(self) -> Iterator[connections.Connection]:
         """A pooled connection in a transaction that commits on success."""
         if self._pool is None:
             self._pool = connections.pool(self.database_url, max_size=4)
