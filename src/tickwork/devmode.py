@@ -25,6 +25,7 @@ from tickwork.db.embedded import EmbeddedPostgres
 from tickwork.model import Job, JobId, JobStatus
 from tickwork.schedules import manifests
 from tickwork.settings import WorkerSettings, default_worker_name
+from tickwork.worker import executor
 from tickwork.worker.runner import Worker
 
 EXAMPLES_APP = "tickwork.examples:app"
@@ -175,7 +176,7 @@ def describe_fired(job: Job, now: datetime) -> str:
 
 def _detail(job: Job, now: datetime) -> str:
     attempts = f"attempt {job.attempt}/{job.max_attempts or '-'}"
-    error = _last_line(job.last_error)
+    error = executor.summary(job.last_error)
     if job.status is JobStatus.AVAILABLE:
         due = "runs now" if job.run_at <= now else f"runs at {_clock(job.run_at)}"
         return f"{attempts} failed: {error}; {due}" if error else f"enqueued, {due}"
@@ -196,8 +197,3 @@ def _seconds(start: datetime | None, end: datetime | None) -> str:
     if start is None or end is None:
         return "?"
     return f"{(end - start).total_seconds():.2f} s"
-
-
-def _last_line(text: str | None) -> str:
-    lines = (text or "").strip().splitlines()
-    return lines[-1] if lines else ""

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from tickwork.model import Job
+from tickwork.worker import executor
 
 MAX_CELL = 60
 
@@ -93,11 +94,5 @@ def job_row(job: Job) -> tuple[Any, ...]:
         f"{job.attempt}/{job.max_attempts or '-'}",  # '-': the task's, once claimed
         job.priority,
         job.run_at,
-        last_line(job.last_error),
+        executor.summary(job.last_error) or None,
     )
-
-
-def last_line(text: str | None) -> str | None:
-    """The last non-empty line (of a traceback: the exception itself)."""
-    lines = (text or "").strip().splitlines()
-    return lines[-1] if lines else None

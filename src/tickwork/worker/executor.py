@@ -34,6 +34,12 @@ def describe(exc: BaseException) -> str:
     return text if len(text) <= _MAX_ERROR else text[-_MAX_ERROR:]
 
 
+def summary(error: str | None) -> str:
+    """The last non-empty line of an error text (of a traceback: the exception itself)."""
+    lines = (error or "").strip().splitlines()
+    return lines[-1] if lines else ""
+
+
 async def _call(job: Job, task: Task, threads: ThreadPoolExecutor) -> Any:
     if task.is_async:
         return await task.function(job)

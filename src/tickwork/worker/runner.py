@@ -383,7 +383,7 @@ class Worker:
                     job_id=job.id,
                     kind=job.kind,
                     attempt=job.attempt,
-                    error=error.splitlines()[-1] if error else "",
+                    error=executor.summary(error),
                 ),
             )
         else:
