@@ -1,0 +1,109 @@
+"""The small HTTP server every long-running process (worker, operator, admin) serves on
+``--http-port``: ``/metrics`` (Prometheus text), ``/healthz`` (the process's loops are alive)
+and ``/readyz`` (the database answers and its migrations are current).
+
+Checks are passed in: ``liveness`` is a plain function (no I/O; it looks at the process's own
+state), ``readiness`` a coroutine function. Each returns ``None`` when all is well, otherwise
+the reason, which becomes the 503 response's body.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+import prometheus_client
+from aiohttp import web
+
+from tickwork.db import migrate
+from tickwork.errors import TickworkError
+
+Liveness = Callable[[], str | None]
+Readiness = Callable[[], Awaitable[str | None]]
+
+READINESS_TIMEOUT_SECONDS = 5.0
+
+
+def always_alive() -> str | None:
+    return None
+
+
+def database_readiness(url: str) -> Readiness:
+    """A readiness check: the database answers within a few seconds and has every migration
+    this version ships (a worker must not serve a half-migrated schema)."""
+
+    async def check() -> str | None:
+        try:
+            states = await asyncio.wait_for(
+                asyncio.to_thread(migrate.status, url), READINESS_TIMEOUT_SECONDS
+            )
+        except TimeoutError:
+            return f"database did not answer within {READINESS_TIMEOUT_SECONDS:g}s"
+        except TickworkError as exc:
+            return str(exc)
+        except Exception as exc:  # any driver error means "not ready", never a crash
+            return f"database unavailable: {type(exc).__name__}: {exc}".strip()
+        pending = [s.migration.name for s in states if not s.applied]
+        if pending:
+            return "migrations pending: " + ", ".join(pending)
+        return None
+
+    return check
+
+
+class ProbeServer:
+    """Serve ``/metrics``, ``/healthz`` and ``/readyz`` on ``host:port`` (port 0 picks a free
+    one; :attr:`port` tells which after :meth:`start`)."""
+
+    def __init__(
+        self,
+        port: int,
+        *,
+        host: str = "0.0.0.0",
+        liveness: Liveness = always_alive,
+        readiness: Readiness | None = None,
+        registry: prometheus_client.CollectorRegistry = prometheus_client.REGISTRY,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self._liveness = liveness
+        self._readiness = readiness
+        self._registry = registry
+        self._runner: web.AppRunner | None = None
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_get("/metrics", self._metrics)
+        app.router.add_get("/healthz", self._healthz)
+        app.router.add_get("/readyz", self._readyz)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port)
+        await site.start()
+        if self.port == 0:
+            server = site._server
+            assert isinstance(server, asyncio.base_events.Server)
+            self.port = server.sockets[0].getsockname()[1]
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        body = prometheus_client.generate_latest(self._registry)
+        return web.Response(
+            body=body, headers={"Content-Type": prometheus_client.CONTENT_TYPE_LATEST}
+        )
+
+    async def _healthz(self, request: web.Request) -> web.Response:
+        return _answer(self._liveness())
+
+    async def _readyz(self, request: web.Request) -> web.Response:
+        return _answer(await self._readiness() if self._readiness else None)
+
+
+def _answer(problem: str | None) -> web.Response:
+    if problem is None:
+        return web.Response(text="ok\n")
+    return web.Response(status=503, text=problem + "\n")
