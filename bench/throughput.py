@@ -1,10 +1,15 @@
 """Throughput: enqueue N no-op jobs in bulk, drain them with P worker processes.
 
     python bench/throughput.py --jobs 100000 --processes 2
+    python bench/throughput.py --metrics off                 # the workers record no job metrics
+    python bench/throughput.py --compare 3                   # off, on, off, on, ...: the cost
 
 Uses $TICKWORK_DATABASE_URL when set, otherwise starts a private PostgreSQL with its default
 durability (fsync and synchronous_commit on) under a temporary directory. Prints the enqueue
-rate and the drain rate (jobs/s from the first claim to the last success).
+rate, the drain rate (jobs/s from the first claim to the last success) and the workers' CPU
+time per job (their start-up included); with --compare, the medians of both with job metrics
+off and on, and what metrics cost. On a shared machine the CPU time per job is the steadier
+figure: other processes slow the drain rate, not the work the workers do per job.
 """
 
 from __future__ import annotations
@@ -13,7 +18,9 @@ import argparse
 import asyncio
 import multiprocessing
 import os
+import resource
 import signal
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -21,6 +28,7 @@ from pathlib import Path
 import psycopg
 
 import tickwork
+from tickwork import metrics
 from tickwork.db import migrate
 from tickwork.db.embedded import EmbeddedPostgres
 from tickwork.settings import WorkerSettings
@@ -39,7 +47,7 @@ def _app(url: str) -> tickwork.App:
     return app
 
 
-def _serve(url: str, name: str, concurrency: int, batch: int) -> None:
+def _serve(url: str, name: str, concurrency: int, batch: int, with_metrics: bool) -> None:
     settings = WorkerSettings(
         database_url=url,
         app="bench",
@@ -48,7 +56,7 @@ def _serve(url: str, name: str, concurrency: int, batch: int) -> None:
         claim_batch=batch,
         poll_seconds=0.5,
     )
-    worker = Worker(_app(url), settings)
+    worker = Worker(_app(url), settings, meters=metrics.JobMeters(enabled=with_metrics))
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
@@ -67,7 +75,16 @@ def _drained(conn: psycopg.Connection) -> bool:
     return bool(row and row[0])
 
 
-def run(url: str, jobs: int, processes: int, concurrency: int, batch: int) -> None:
+def _children_cpu() -> float:
+    """CPU seconds of the child processes that ended so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run(
+    url: str, jobs: int, processes: int, concurrency: int, batch: int, with_metrics: bool
+) -> tuple[float, float]:
+    """One round; returns the drain rate (jobs/s) and the workers' CPU µs per job."""
     migrate.apply(url)
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("TRUNCATE tickwork.jobs")
@@ -79,9 +96,10 @@ def run(url: str, jobs: int, processes: int, concurrency: int, batch: int) -> No
     app.close()
     print(f"enqueue: {jobs} jobs in {enqueue_s:.2f}s = {jobs / enqueue_s:,.0f} jobs/s")
 
+    cpu_before = _children_cpu()
     ctx = multiprocessing.get_context("spawn")
     workers = [
-        ctx.Process(target=_serve, args=(url, f"bench-{i}", concurrency, batch))
+        ctx.Process(target=_serve, args=(url, f"bench-{i}", concurrency, batch, with_metrics))
         for i in range(processes)
     ]
     for p in workers:
@@ -99,10 +117,40 @@ def run(url: str, jobs: int, processes: int, concurrency: int, batch: int) -> No
         os.kill(p.pid or 0, signal.SIGTERM)
     for p in workers:
         p.join()
+    rate = succeeded / drain_s
+    cpu_us = (_children_cpu() - cpu_before) / succeeded * 1e6
     print(
-        f"drain: P={processes} concurrency={concurrency} batch={batch}: {succeeded} of {jobs} "
-        f"jobs succeeded in {drain_s:.2f}s = {succeeded / drain_s:,.0f} jobs/s"
+        f"drain: P={processes} concurrency={concurrency} batch={batch} "
+        f"metrics={'on' if with_metrics else 'off'}: {succeeded} of {jobs} "
+        f"jobs succeeded in {drain_s:.2f}s = {rate:,.0f} jobs/s; "
+        f"worker CPU {cpu_us:.1f} µs/job"
     )
+    return rate, cpu_us
+
+
+def compare(url: str, rounds: int, jobs: int, processes: int, concurrency: int, batch: int) -> None:
+    """Alternate rounds with job metrics off and on; print the medians and the cost."""
+    results: dict[bool, list[tuple[float, float]]] = {False: [], True: []}
+    for _ in range(rounds):
+        for with_metrics in (False, True):
+            results[with_metrics].append(
+                run(url, jobs, processes, concurrency, batch, with_metrics)
+            )
+    off, on = (statistics.median(r[0] for r in results[m]) for m in (False, True))
+    cpu_off, cpu_on = (statistics.median(r[1] for r in results[m]) for m in (False, True))
+    print(
+        f"median of {rounds}: drain rate off {off:,.0f} jobs/s, on {on:,.0f} jobs/s: "
+        f"on/off = {on / off:.3f} (cost {100 * (1 - on / off):+.1f}%); "
+        f"worker CPU off {cpu_off:.1f} µs/job, on {cpu_on:.1f} µs/job "
+        f"(cost {100 * (cpu_on / cpu_off - 1):+.1f}%)"
+    )
+
+
+def _main(url: str, args: argparse.Namespace) -> None:
+    if args.compare:
+        compare(url, args.compare, args.jobs, args.processes, args.concurrency, args.batch)
+    else:
+        run(url, args.jobs, args.processes, args.concurrency, args.batch, args.metrics == "on")
 
 
 def main() -> None:
@@ -113,15 +161,28 @@ def main() -> None:
     parser.add_argument("--processes", type=int, default=2)
     parser.add_argument("--concurrency", type=int, default=1000)
     parser.add_argument("--batch", type=int, default=1000)
+    parser.add_argument(
+        "--metrics",
+        choices=("on", "off"),
+        default="on",
+        help="whether the workers record job metrics (default on)",
+    )
+    parser.add_argument(
+        "--compare",
+        type=int,
+        default=0,
+        metavar="ROUNDS",
+        help="run ROUNDS rounds each with metrics off and on, alternating; print the cost",
+    )
     args = parser.parse_args()
     url = os.environ.get("TICKWORK_DATABASE_URL")
     if url:
-        run(url, args.jobs, args.processes, args.concurrency, args.batch)
+        _main(url, args)
         return
     with tempfile.TemporaryDirectory(prefix="tickwork-bench-") as tmp:
         os.chmod(tmp, 0o711)  # the server's own user must reach its data directory
         with EmbeddedPostgres(Path(tmp) / "pg") as pg:
-            run(pg.conninfo, args.jobs, args.processes, args.concurrency, args.batch)
+            _main(pg.conninfo, args)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, TypedDict, TypeVar, Unpack
 
+from tickwork import metrics
 from tickwork.clock import Clock, DatabaseClock
 from tickwork.db import connections, store
 from tickwork.db import schedules as schedules_db
@@ -168,17 +169,17 @@ class App:
         )
 
     def _insert_one(
-        self, kind: str, payload: Any, fields: JobFields
+        self, kind: str, payload: Any, options: store.JobOptions
     ) -> store.Op[store.Enqueued | None]:
-        options = self._options(kind, fields)
         return store.insert_job(kind, {} if payload is None else payload, options, self.clock.now())
 
     def _insert_many(
         self, kind: str, payloads: Sequence[Any], fields: JobFields
-    ) -> store.Op[list[JobId]]:
+    ) -> tuple[store.JobOptions, store.Op[list[JobId]]]:
         if fields.get("unique_key") is not None:
             raise InvalidInput("unique_key", "not supported by enqueue_many")
-        return store.insert_jobs(kind, payloads, self._options(kind, fields), self.clock.now())
+        options = self._options(kind, fields)
+        return options, store.insert_jobs(kind, payloads, options, self.clock.now())
 
     def enqueue(
         self,
@@ -190,10 +191,12 @@ class App:
     ) -> JobId:
         """Add a job; returns its id (the existing job's id when ``unique_key`` matches an
         open job). With ``conn``, the insert joins that connection's open transaction."""
-        op = self._insert_one(kind, payload, fields)
+        options = self._options(kind, fields)
+        op = self._insert_one(kind, payload, options)
         for _ in range(_UNIQUE_RACE_RETRIES):
             result = self._run(op, conn)
             if result is not None:
+                _count_enqueued(options, kind, int(result.created))
                 return result.id
         raise InvalidTransition(f"could not settle the unique key of a {kind!r} job")
 
@@ -206,10 +209,12 @@ class App:
         **fields: Unpack[JobFields],
     ) -> JobId:
         """:meth:`enqueue` for asyncio code."""
-        op = self._insert_one(kind, payload, fields)
+        options = self._options(kind, fields)
+        op = self._insert_one(kind, payload, options)
         for _ in range(_UNIQUE_RACE_RETRIES):
             result = await self._arun(op, conn)
             if result is not None:
+                _count_enqueued(options, kind, int(result.created))
                 return result.id
         raise InvalidTransition(f"could not settle the unique key of a {kind!r} job")
 
@@ -223,7 +228,10 @@ class App:
     ) -> list[JobId]:
         """Add many jobs of one kind in a single statement; ids in payload order.
         Takes the fields of :meth:`enqueue` except ``unique_key``."""
-        return self._run(self._insert_many(kind, payloads, fields), conn)
+        options, op = self._insert_many(kind, payloads, fields)
+        ids = self._run(op, conn)
+        _count_enqueued(options, kind, len(ids))
+        return ids
 
     async def enqueue_many_async(
         self,
@@ -234,7 +242,10 @@ class App:
         **fields: Unpack[JobFields],
     ) -> list[JobId]:
         """:meth:`enqueue_many` for asyncio code."""
-        return await self._arun(self._insert_many(kind, payloads, fields), conn)
+        options, op = self._insert_many(kind, payloads, fields)
+        ids = await self._arun(op, conn)
+        _count_enqueued(options, kind, len(ids))
+        return ids
 
     # --- looking and acting -----------------------------------------------------------
 
@@ -419,3 +430,9 @@ class App:
         audit = operations.Audit(actor, reason, request_id)
         with self.connection() as conn:
             return operations.trigger(conn, namespace, name, audit, self.clock.now())
+
+
+def _count_enqueued(options: store.JobOptions, kind: str, count: int) -> None:
+    """``tickwork_jobs_enqueued_total``: new jobs only (not a unique key's existing one)."""
+    if count:
+        metrics.JOBS_ENQUEUED.labels(options.queue, kind).inc(count)

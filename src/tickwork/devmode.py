@@ -3,13 +3,15 @@ keeps its data in a directory of the project (``.tickwork`` by default), the mig
 applied, the example Schedules (shipped in the package, ``tickwork/example_schedules/``) are
 synced into namespace ``examples``, a worker serves the example App (:mod:`tickwork.examples`)
 and fires that namespace, a few example jobs are enqueued, and every fired occurrence, skipped
-occurrence and job state change is printed as one line.
+occurrence and job state change is printed as one line. The worker serves ``/metrics``,
+``/healthz`` and ``/readyz`` on 127.0.0.1:9090, or on a free port when 9090 is taken.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -37,6 +39,8 @@ POLL_SECONDS = 1.0
 POLL_LIMIT = 200
 DELAY_SECONDS = 10
 UNIQUE_KEY = "examples-report"
+HTTP_HOST = "127.0.0.1"
+HTTP_PORT = 9090
 
 
 @contextmanager
@@ -65,7 +69,20 @@ def worker_settings(database_url: str) -> WorkerSettings:
         poll_seconds=1.0,
         maintenance_seconds=1.0,
         shutdown_grace_seconds=10.0,
+        http_host=HTTP_HOST,
+        http_port=free_port(HTTP_PORT),
     )
+
+
+def free_port(preferred: int) -> int:
+    """``preferred`` when it is free on :data:`HTTP_HOST`, otherwise any free port (another
+    dev session or program may hold it)."""
+    with socket.socket() as probe:
+        try:
+            probe.bind((HTTP_HOST, preferred))
+        except OSError:
+            probe.bind((HTTP_HOST, 0))
+        return int(probe.getsockname()[1])
 
 
 def start(server: EmbeddedPostgres, out: TextIO) -> tuple[Worker, LiveView]:
@@ -80,6 +97,8 @@ def start(server: EmbeddedPostgres, out: TextIO) -> tuple[Worker, LiveView]:
         "  then try: tickwork jobs, or tickwork enqueue examples.hello --payload "
         '\'{"name": "you"}\'\n'
         f"worker {settings.name} serves {', '.join(app.registry.kinds)}; Ctrl-C stops\n"
+        f"metrics: http://{settings.http_host}:{settings.http_port}/metrics "
+        "(and /healthz, /readyz)\n"
     )
     enqueue_examples(app, out)
     sync_examples(app, out)

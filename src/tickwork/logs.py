@@ -1,11 +1,16 @@
 """Structured logging: a message plus stable keys (action, job_id, kind, schedule, worker,
-attempt, ...), printed as ``key=value`` pairs or as one JSON object per line."""
+attempt, ...), printed as ``key=value`` pairs or as one JSON object per line.
+
+Records logged while a worker runs carry ``worker`` (its name) without each call saying so:
+the worker sets :data:`CURRENT_WORKER` for its tasks. Payloads are never logged.
+"""
 
 from __future__ import annotations
 
 import json
 import logging
 import sys
+from contextvars import ContextVar
 from typing import Any
 
 KEYS = (
@@ -18,8 +23,12 @@ KEYS = (
     "schedule",
     "occurrence",
     "count",
+    "reason",
     "error",
 )
+
+CURRENT_WORKER: ContextVar[str | None] = ContextVar("tickwork_worker", default=None)
+"""The worker whose task is logging (set by the worker for every task it starts)."""
 
 
 def fields(**values: Any) -> dict[str, Any]:
@@ -36,7 +45,12 @@ class KeyValueFormatter(logging.Formatter):
         self.as_json = as_json
 
     def format(self, record: logging.LogRecord) -> str:
-        data = {k: getattr(record, k) for k in KEYS if hasattr(record, k)}
+        data = {}
+        for key in KEYS:
+            if hasattr(record, key):
+                data[key] = getattr(record, key)
+            elif key == "worker" and (worker := CURRENT_WORKER.get()) is not None:
+                data[key] = worker
         if self.as_json:
             data = {
                 "time": self.formatTime(record),

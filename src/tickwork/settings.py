@@ -82,6 +82,21 @@ class WorkerSettings:
     worker_ttl_seconds: float = field(
         default=120.0, metadata=_doc("a worker row not refreshed for this long is removed")
     )
+    gauges_seconds: float = field(
+        default=15.0,
+        metadata=_doc(
+            "how often one worker in the fleet samples the fleet gauges (tickwork_fleet_*) "
+            "from the database (default 15)"
+        ),
+    )
+    http_port: int = field(
+        default=9090,
+        metadata=_doc("port serving /metrics, /healthz and /readyz (default 9090); 0 turns it off"),
+    )
+    http_host: str = field(
+        default="0.0.0.0",
+        metadata=_doc("address the HTTP port listens on (default 0.0.0.0: every interface)"),
+    )
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
@@ -93,6 +108,7 @@ class WorkerSettings:
             "maintenance_seconds",
             "worker_ttl_seconds",
             "retention_seconds",
+            "gauges_seconds",
         ):
             if getattr(self, name) <= 0:
                 raise ConfigurationError(f"{name}: must be positive")
@@ -102,6 +118,10 @@ class WorkerSettings:
             raise ConfigurationError("claim_batch and retention_batch must be at least 1")
         if self.prefetch < 0 or self.shutdown_grace_seconds < 0:
             raise ConfigurationError("prefetch and shutdown_grace_seconds must be >= 0")
+        if not 0 <= self.http_port <= 65535:
+            raise ConfigurationError("http_port: must be between 0 (off) and 65535")
+        if not self.http_host:
+            raise ConfigurationError("http_host: must not be empty")
 
     @property
     def effective_prefetch(self) -> int:

@@ -409,6 +409,7 @@ def test_worker_runs_jobs_and_hands_back_unstarted_ones_on_sigterm(
     (tmp_path / "accept_app.py").write_text(WORKER_APP)
     command = [TICKWORK, "worker", "--app", "accept_app:app", "--name", "acceptance"]
     command += ["--concurrency", "1", "--prefetch", "3", "--shutdown-grace-seconds", "15"]
+    command += ["--http-port", "0"]  # 9090 may be taken by another test's process
     worker = subprocess.Popen(
         command,
         env=_env(database_url, PYTHONPATH=_with_path(tmp_path)),
@@ -453,7 +454,7 @@ def test_worker_runs_jobs_and_hands_back_unstarted_ones_on_sigterm(
 
             assert worker.returncode == 0, stderr
             assert "Traceback" not in stderr
-            assert "action=jobs_handed_back count=3" in stderr
+            assert "action=jobs_handed_back worker=acceptance count=3" in stderr
             assert took < 15
             started = {int(p.name.removeprefix("started-")) for p in tmp_path.glob("started-*")}
             assert len(started) == 1

@@ -29,7 +29,7 @@ from helpers import (
 )
 from tickwork.clock import SettableClock
 from tickwork.db import store
-from tickwork.maintenance import leases, retention
+from tickwork.maintenance import gauges, leases, retention
 from tickwork.maintenance import workers as worker_expiry
 from tickwork.worker.runner import Worker
 
@@ -366,14 +366,15 @@ async def test_each_duty_is_performed_by_one_worker_per_interval(
 
         return duty
 
-    for module in (leases, retention, worker_expiry):
+    for module in (leases, retention, worker_expiry, gauges):
         monkeypatch.setattr(module, "run_once", counting(module.NAME, module.run_once))
 
     clock = SettableClock(T0)
     app = tickwork.App(database_url)
-    w1 = Worker(app, settings(database_url, name="w1", maintenance_seconds=5), clock=clock)
-    w2 = Worker(app, settings(database_url, name="w2", maintenance_seconds=5), clock=clock)
-    duties = ["expire_workers", "recover_leases", "retention"]
+    every_5s = {"maintenance_seconds": 5, "gauges_seconds": 5}
+    w1 = Worker(app, settings(database_url, name="w1", **every_5s), clock=clock)
+    w2 = Worker(app, settings(database_url, name="w2", **every_5s), clock=clock)
+    duties = ["expire_workers", "recover_leases", "retention", "sample_gauges"]
     try:
         async with opened(w1), opened(w2):
             await asyncio.gather(w1.maintain_once(), w2.maintain_once())
@@ -392,7 +393,7 @@ async def test_each_duty_is_performed_by_one_worker_per_interval(
             await asyncio.gather(w1.maintain_once(), w2.maintain_once())
             clock.set(at(4.999))
             await asyncio.gather(w2.maintain_once(), w1.maintain_once())
-            assert len(performed) == 3
+            assert len(performed) == len(duties)
 
             # One interval later each duty is due once more, and done once more.
             clock.set(at(5))

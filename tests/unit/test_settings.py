@@ -42,6 +42,9 @@ def test_defaults() -> None:
     assert s.retention_seconds == 7 * 86400.0
     assert s.maintenance_seconds == 5.0
     assert s.worker_ttl_seconds == 120.0
+    assert s.gauges_seconds == 15.0
+    assert s.http_port == 9090
+    assert s.http_host == "0.0.0.0"
 
 
 def test_every_field_is_documented_and_has_an_environment_variable() -> None:
@@ -65,6 +68,8 @@ def test_environment_overrides_defaults_with_conversion() -> None:
             "TICKWORK_NAMESPACES": "billing",
             "TICKWORK_NAME": "pod-7",
             "TICKWORK_PREFETCH": "3",
+            "TICKWORK_HTTP_PORT": "9100",
+            "TICKWORK_HTTP_HOST": "127.0.0.1",
         },
     )
     assert s.database_url == "postgresql://env/db"
@@ -76,6 +81,8 @@ def test_environment_overrides_defaults_with_conversion() -> None:
     assert s.namespaces == ("billing",)
     assert s.name == "pod-7"
     assert s.effective_prefetch == 3
+    assert s.http_port == 9100
+    assert s.http_host == "127.0.0.1"
 
 
 def test_flags_override_environment() -> None:
@@ -108,6 +115,12 @@ def test_a_flag_given_as_zero_is_not_mistaken_for_absent() -> None:
     assert s.prefetch == 0
 
 
+def test_http_port_zero_turns_the_http_port_off_from_a_flag_or_the_environment() -> None:
+    assert _build({"http_port": "0"}).http_port == 0
+    assert _build(env={"TICKWORK_HTTP_PORT": "0"}).http_port == 0
+    assert _build({"http_port": "9091"}, {"TICKWORK_HTTP_PORT": "0"}).http_port == 9091
+
+
 def test_name_defaults_to_pod_name_then_hostname_pid(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("POD_NAME", "tickwork-worker-abc12")
     assert default_worker_name() == "tickwork-worker-abc12"
@@ -126,6 +139,7 @@ def test_name_defaults_to_pod_name_then_hostname_pid(monkeypatch: pytest.MonkeyP
         ({}, {"TICKWORK_LEASE_SECONDS": "30s"}, "TICKWORK_LEASE_SECONDS"),
         ({"poll_seconds": "soon"}, {}, "--poll-seconds"),
         ({}, {"TICKWORK_CLAIM_BATCH": ""}, "TICKWORK_CLAIM_BATCH"),
+        ({}, {"TICKWORK_HTTP_PORT": "off"}, "TICKWORK_HTTP_PORT"),
     ],
 )
 def test_unparsable_values_name_where_they_came_from(
@@ -146,11 +160,15 @@ def test_unparsable_values_name_where_they_came_from(
         ({"maintenance_seconds": 0}, "maintenance_seconds"),
         ({"worker_ttl_seconds": 0}, "worker_ttl_seconds"),
         ({"retention_seconds": 0}, "retention_seconds"),
+        ({"gauges_seconds": 0}, "gauges_seconds"),
         ({"lease_seconds": 10, "heartbeat_seconds": 10}, "heartbeat_seconds"),
         ({"claim_batch": 0}, "claim_batch"),
         ({"retention_batch": 0}, "retention_batch"),
         ({"prefetch": -1}, "prefetch"),
         ({"shutdown_grace_seconds": -0.5}, "shutdown_grace_seconds"),
+        ({"http_port": -1}, "http_port"),
+        ({"http_port": 65536}, "http_port"),
+        ({"http_host": ""}, "http_host"),
     ],
 )
 def test_invalid_values_name_the_field(flags: dict[str, Any], field: str) -> None:

@@ -5,6 +5,9 @@ Every field of :class:`tickwork.settings.WorkerSettings` is a flag (``lease_seco
 documentation and default. The first signal stops gracefully (no new claims, claimed jobs
 that have not started handed back, running ones given ``--shutdown-grace-seconds``); a second
 one exits at once.
+
+Unless ``--http-port 0``, the worker serves ``/metrics``, ``/healthz`` (its loops are alive)
+and ``/readyz`` (its database answers and is fully migrated) on ``--http-host:--http-port``.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from typing import Any
 from tickwork.app import App
 from tickwork.cli import common
 from tickwork.errors import ConfigurationError
+from tickwork.http import ProbeServer, database_readiness
 from tickwork.logs import fields
 from tickwork.settings import WorkerSettings, build_worker_settings, env_name
 from tickwork.worker.runner import Worker
@@ -42,6 +46,8 @@ _METAVARS = {
     "queues": "Q1,Q2",
     "namespaces": "NS1,NS2",
     "name": "NAME",
+    "http_host": "ADDRESS",
+    "http_port": "PORT",
 }
 _METAVARS_BY_TYPE = {"int": "N", "float": "SECONDS"}
 
@@ -127,12 +133,14 @@ async def serve(
     before_forced_exit: Callable[[], None] | None = None,
 ) -> None:
     """Run ``worker`` (and ``companions``, cancelled when it stops) until a signal; then
-    close the App's connection pools.
+    close the App's connection pools. The worker's HTTP port is served meanwhile (unless its
+    ``http_port`` is 0); a port that cannot be bound fails before the worker starts.
 
     The first SIGTERM/SIGINT stops the worker gracefully; a second one calls
     ``before_forced_exit`` and exits at once. A companion that fails stops the worker, and
     its error is raised once the worker has stopped.
     """
+    probes = await start_probes(worker)
     loop = asyncio.get_running_loop()
     received: list[int] = []
 
@@ -173,12 +181,41 @@ async def serve(
         for task in tasks:
             task.cancel()
         results = await asyncio.gather(*tasks, return_exceptions=True)
+        if probes is not None:
+            await probes.stop()
         await worker.app.close_async()
         for signum in signals:
             loop.remove_signal_handler(signum)
     for result in results:
         if isinstance(result, Exception):
             raise result
+
+
+async def start_probes(worker: Worker) -> ProbeServer | None:
+    """The worker's ``/metrics``, ``/healthz`` and ``/readyz``, listening; None when off."""
+    settings = worker.settings
+    if not settings.http_port:
+        return None
+    server = ProbeServer(
+        settings.http_port,
+        host=settings.http_host,
+        liveness=worker.liveness,
+        readiness=database_readiness(settings.database_url),
+    )
+    try:
+        await server.start()
+    except OSError as exc:
+        raise ConfigurationError(
+            f"--http-port: cannot listen on {settings.http_host}:{settings.http_port}: "
+            f"{exc.strerror or exc}"
+        ) from None
+    log.info(
+        "serving /metrics /healthz /readyz on %s:%d",
+        settings.http_host,
+        server.port,
+        extra=fields(action="http_started", worker=worker.name),
+    )
+    return server
 
 
 def exit_abandoning_threads(status: int) -> int:

@@ -127,10 +127,15 @@ def _jobs(rows: list[Row]) -> list[Job]:
 
 def _claimed(worker: str) -> Callable[[list[Row]], list[Job]]:
     """Rows of ``job_claim`` leave out what the claim decided (status and owner): put them
-    back in the places ``job_from_row`` reads."""
+    back in the places ``job_from_row`` reads; ``started_at`` is the claim's instant."""
 
     def build(rows: list[Row]) -> list[Job]:
-        return [job_from_row((*r[:6], JobStatus.RUNNING, *r[6:18], worker, r[18])) for r in rows]
+        return [
+            job_from_row(
+                (*r[:6], JobStatus.RUNNING, *r[6:18], worker, r[18], None, None, r[19], None)
+            )
+            for r in rows
+        ]
 
     return build
 
@@ -258,8 +263,30 @@ def mark_job_dead(job: Job, error: str, now: datetime | None) -> Op[bool]:
     )
 
 
-def recover_expired_leases(limit: int, now: datetime | None) -> Op[list[Row]]:
-    return Op("job_recover_expired", {"limit": limit, "now": now}, list)
+@dataclass(frozen=True)
+class Recovered:
+    """A job whose expired lease was recovered (made available again)."""
+
+    id: JobId
+    queue: str
+    kind: str
+    picked_by: str | None
+
+
+def recover_expired_leases(limit: int, now: datetime | None) -> Op[list[Recovered]]:
+    return Op(
+        "job_recover_expired",
+        {"limit": limit, "now": now},
+        lambda rows: [Recovered(JobId(r[0]), r[1], r[2], r[3]) for r in rows],
+    )
+
+
+def job_statuses(ids: Sequence[JobId]) -> Op[dict[JobId, JobStatus]]:
+    return Op(
+        "job_statuses",
+        {"ids": list(ids)},
+        lambda rows: {JobId(r[0]): JobStatus(r[1]) for r in rows},
+    )
 
 
 def lock_expired_exhausted(kinds: Sequence[str], limit: int, now: datetime | None) -> Op[list[Job]]:
@@ -365,6 +392,57 @@ def claim_duty(duty: str, worker: str, interval_seconds: float, now: datetime | 
         "duty_claim",
         {"duty": duty, "worker": worker, "interval_seconds": interval_seconds, "now": now},
         bool,
+    )
+
+
+# --- fleet gauges ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class QueueJobs:
+    queue: str
+    status: JobStatus
+    count: int
+    oldest_due_age: float
+    """Seconds since the run_at of the oldest due available job (0: none due, or not available)."""
+
+
+def gauge_jobs(now: datetime | None) -> Op[list[QueueJobs]]:
+    return Op(
+        "gauge_jobs",
+        {"now": now},
+        lambda rows: [QueueJobs(r[0], JobStatus(r[1]), int(r[2]), float(r[3])) for r in rows],
+    )
+
+
+@dataclass(frozen=True)
+class NamespaceSchedules:
+    namespace: str
+    enabled: int
+    """Enabled and not suspended."""
+    suspended: int
+    disabled: int
+    overdue: int
+    workers: int
+    """Live workers offering the namespace."""
+
+
+def gauge_schedules(
+    overdue_seconds: float, ttl_seconds: float, now: datetime | None
+) -> Op[list[NamespaceSchedules]]:
+    return Op(
+        "gauge_schedules",
+        {"overdue_seconds": overdue_seconds, "ttl_seconds": ttl_seconds, "now": now},
+        lambda rows: [NamespaceSchedules(r[0], *(int(v) for v in r[1:])) for r in rows],
+    )
+
+
+def gauge_workers(ttl_seconds: float, now: datetime | None) -> Op[tuple[int, datetime]]:
+    """Live workers, and the instant of the sample."""
+    return Op(
+        "gauge_workers",
+        {"ttl_seconds": ttl_seconds, "now": now},
+        lambda rows: (int(rows[0][0]), rows[0][1]),
     )
 
 

@@ -17,12 +17,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from tickwork import metrics
 from tickwork.clock import Clock, sleep
 from tickwork.db import connections, store
 from tickwork.db import schedules as db
@@ -140,7 +141,10 @@ class _Plan:
     compiled: Compiled | None
     computed: int = 0
     fire: tuple[datetime, ...] = ()
-    skipped: int = 0
+    misfired: int = 0
+    """Occurrences thrown away by the misfire policy (and FixedDelay's one-at-a-time)."""
+    overlapped: int = 0
+    """Occurrences thrown away by the overlap (concurrency) policy."""
     next_run_at: datetime | None = None
     backlog: bool = False
     replace: bool = False
@@ -149,6 +153,10 @@ class _Plan:
     @property
     def key(self) -> db.Key:
         return self.due.namespace, self.due.name
+
+    @property
+    def skipped(self) -> int:
+        return self.misfired + self.overlapped
 
     @property
     def policy(self) -> ConcurrencyPolicy:
@@ -237,7 +245,7 @@ def _plan(
         compiled,
         computed=len(found),
         fire=fire,
-        skipped=skipped,
+        misfired=skipped,
         next_run_at=next_run_at,
         backlog=next_run_at <= due.now,
     )
@@ -331,7 +339,7 @@ async def _apply_overlap(
     open_jobs = await store.arun(conn, db.open_jobs([p.key for p in guarded]))
     for p in guarded:
         decision = policies.decide_overlap(p.fire, p.policy, open_jobs.get(p.key))
-        p.fire, p.skipped, p.replace = decision.fire, p.skipped + decision.skipped, decision.replace
+        p.fire, p.overlapped, p.replace = decision.fire, decision.skipped, decision.replace
     replacing = [p for p in guarded if p.replace]
     if not replacing:
         return []
@@ -402,6 +410,7 @@ async def _fire_batch(
         advanced = await store.arun(conn, db.advance([_advance(p) for p in plans]))
         if len(advanced) != len(plans):
             raise _Stale(", ".join(_label(p.key) for p in plans if p.key not in advanced))
+    _count(plans)
     created = sum(len(p.created) for p in plans)
     return FireReport(
         claimed=len(due),
@@ -411,6 +420,42 @@ async def _fire_batch(
         deferred=len(deferred),
         backlog=sum(p.backlog for p in plans) + postponed,
     )
+
+
+def _count(plans: list[_Plan]) -> None:
+    """The metrics of a committed batch: occurrences fired and skipped, firing lag (from the
+    occurrence to the transaction that inserted its job), last occurrence fired; and a log
+    line per schedule that skipped occurrences."""
+    for p in plans:
+        if p.compiled is None:
+            continue
+        namespace, name = p.key
+        job = p.compiled.definition.job
+        if p.created:
+            metrics.SCHEDULE_OCCURRENCES.labels(namespace, name, job.queue, job.kind).inc(
+                len(p.created)
+            )
+            lag = metrics.SCHEDULE_FIRING_LAG.labels(namespace)
+            fired = [j.occurrence_at for j in p.created if j.occurrence_at is not None]
+            for occurrence in fired:
+                lag.observe((p.due.now - occurrence).total_seconds())
+            if fired:
+                metrics.SCHEDULE_LAST_FIRE.labels(namespace, name).set(max(fired).timestamp())
+        for reason, count in (("misfire", p.misfired), ("overlap", p.overlapped)):
+            if count:
+                metrics.SCHEDULE_SKIPPED.labels(namespace, name, job.queue, job.kind, reason).inc(
+                    count
+                )
+                log.info(
+                    "skipped occurrences by policy",
+                    extra=fields(
+                        action="occurrences_skipped",
+                        schedule=_label(p.key),
+                        kind=job.kind,
+                        count=count,
+                        reason=reason,
+                    ),
+                )
 
 
 async def run_once(
@@ -431,6 +476,7 @@ async def run_once(
         try:
             batch = await _fire_batch(conn, namespaces, now, cache, config)
         except _Stale as stale:
+            metrics.VERSION_MISMATCHES.labels("fire").inc()
             log.warning(
                 "version mismatch: schedules changed during a firing pass; rolled back",
                 extra=fields(action="version_mismatch", schedule=str(stale)),
@@ -438,11 +484,6 @@ async def run_once(
             return report
         report.add(batch)
         log.debug("fired due schedules", extra=fields(action="schedules_fired", count=batch.fired))
-        if batch.skipped:
-            log.info(
-                "skipped occurrences by policy",
-                extra=fields(action="occurrences_skipped", count=batch.skipped),
-            )
         progressed = batch.claimed > batch.deferred
         if not progressed or (batch.claimed < config.batch and not batch.backlog):
             return report
@@ -454,12 +495,15 @@ async def loop(
     *,
     clock: Clock,
     wake: asyncio.Event,
+    alive: Callable[[FiringConfig], None] = lambda config: None,
     config: FiringConfig = FiringConfig(),
 ) -> None:
     """Fire ``namespaces`` until cancelled: a pass, then sleep until the earliest next run
-    (at most ``config.max_sleep``) or until ``wake`` is set."""
+    (at most ``config.max_sleep``) or until ``wake`` is set. ``alive`` is called before
+    each pass (the worker's liveness check watches it)."""
     cache = DefinitionCache(config.cache_size)
     while True:
+        alive(config)
         wake.clear()
         try:
             async with pool.connection() as conn:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
+from tickwork import metrics
 from tickwork.db import connections, store
 from tickwork.logs import fields
 from tickwork.tasks import Registry
@@ -18,22 +19,36 @@ BATCH = 1000
 
 
 async def run_once(
-    conn: connections.AsyncConnection, registry: Registry, now: datetime | None
+    conn: connections.AsyncConnection,
+    registry: Registry,
+    now: datetime | None,
+    meters: metrics.JobMeters | None = None,
 ) -> int:
-    """Recover one batch of expired leases; returns how many jobs were recovered."""
+    """Recover one batch of expired leases; returns how many jobs were recovered. Each counts
+    in ``tickwork_lease_recoveries_total``; one that died counts as a ``dead`` outcome too."""
+    meters = meters or metrics.JobMeters()
     async with conn.transaction():
-        rows = await store.arun(conn, store.recover_expired_leases(BATCH, now))
-    for job_id, kind, picked_by in rows:
+        recovered = await store.arun(conn, store.recover_expired_leases(BATCH, now))
+    for job in recovered:
+        meters(job.queue, job.kind).recovered.inc()
         log.warning(
             "lease expired, job made available again",
-            extra=fields(action="lease_recovered", job_id=job_id, kind=kind, worker=picked_by),
+            extra=fields(
+                action="lease_recovered",
+                job_id=job.id,
+                kind=job.kind,
+                queue=job.queue,
+                worker=job.picked_by,
+            ),
         )
-    recovered = len(rows)
     async with conn.transaction():
         exhausted = await store.arun(conn, store.lock_expired_exhausted(registry.kinds, BATCH, now))
-        for job in exhausted:
+        for dying in exhausted:
             error = (
-                f"lease expired on the last attempt: worker {job.picked_by} stopped heartbeating"
+                f"lease expired on the last attempt: worker {dying.picked_by} stopped heartbeating"
             )
-            await deaths.mark_dead(conn, job, registry.get(job.kind), error, now)
-    return recovered + len(exhausted)
+            if await deaths.mark_dead(conn, dying, registry.get(dying.kind), error, now):
+                meter = meters(dying.queue, dying.kind)
+                meter.recovered.inc()
+                meter.dead.inc()
+    return len(recovered) + len(exhausted)

@@ -6,6 +6,7 @@ import inspect
 import logging
 from datetime import datetime
 
+from tickwork import metrics
 from tickwork.db import connections, store
 from tickwork.logs import fields
 from tickwork.model import Job
@@ -38,7 +39,9 @@ async def mark_dead(
     except Exception as exc:
         log.exception(
             "on_dead hook failed",
-            extra=fields(action="on_dead_failed", job_id=job.id, kind=job.kind),
+            extra=fields(
+                action="on_dead_failed", job_id=job.id, kind=job.kind, attempt=job.attempt
+            ),
         )
         async with conn.transaction():
             error = f"{error}\non_dead hook failed: {describe(exc)}"
@@ -47,13 +50,20 @@ async def mark_dead(
                 return False
     log.warning(
         "job is dead: attempts exhausted",
-        extra=fields(action="job_dead", job_id=job.id, kind=job.kind, attempt=job.attempt),
+        extra=fields(
+            action="job_dead",
+            job_id=job.id,
+            kind=job.kind,
+            attempt=job.attempt,
+            worker=job.picked_by,
+        ),
     )
     return True
 
 
 def _mismatch(job: Job, change: str) -> None:
+    metrics.VERSION_MISMATCHES.labels(change).inc()
     log.warning(
         f"version mismatch: job changed elsewhere, not marking it {change}",
-        extra=fields(action="version_mismatch", job_id=job.id, kind=job.kind),
+        extra=fields(action="version_mismatch", job_id=job.id, kind=job.kind, attempt=job.attempt),
     )

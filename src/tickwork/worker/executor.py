@@ -21,6 +21,8 @@ class Succeeded:
 @dataclass(frozen=True)
 class Failed:
     error: str
+    timed_out: bool = False
+    """The attempt ran past its timeout."""
 
 
 Outcome = Succeeded | Failed
@@ -57,7 +59,7 @@ async def execute(job: Job, task: Task, threads: ThreadPoolExecutor) -> Outcome:
         return Succeeded(result)
     except TimeoutError as exc:
         if deadline is not None and deadline.expired():
-            return Failed(f"timed out after {timeout:g}s")
+            return Failed(f"timed out after {timeout:g}s", timed_out=True)
         return Failed(describe(exc))  # the task's own TimeoutError: its error, not ours
     except Exception as exc:
         return Failed(describe(exc))

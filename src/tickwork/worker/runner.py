@@ -14,19 +14,21 @@ import asyncio
 import logging
 import os
 import socket
+import time
 from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from tickwork import logs, metrics
 from tickwork.app import App
 from tickwork.clock import Clock, DatabaseClock, sleep
 from tickwork.db import connections, store
 from tickwork.db import schedules as schedules_db
 from tickwork.errors import InvalidInput
 from tickwork.logs import fields
-from tickwork.maintenance import firing, leases, retention
+from tickwork.maintenance import firing, gauges, leases, retention
 from tickwork.maintenance import workers as worker_expiry
-from tickwork.model import Job, JobId
+from tickwork.model import Job, JobId, JobStatus
 from tickwork.settings import WorkerSettings
 from tickwork.worker import deaths, executor, retry
 
@@ -34,8 +36,14 @@ log = logging.getLogger(__name__)
 
 Pool = connections.AsyncPool
 Loop = Callable[["Worker"], Coroutine[Any, Any, None]]
+_Duty = Callable[[connections.AsyncConnection], Awaitable[Any]]
 
 _SHUTDOWN_ERROR = "interrupted: the worker shut down before the job finished"
+
+STUCK_AFTER_INTERVALS = 3
+STUCK_GRACE_SECONDS = 120.0
+"""A periodic loop that has not come round for this many of its intervals plus this grace
+is stuck, and ``/healthz`` fails (the grace covers a slow database or a long retention pass)."""
 
 
 class Worker:
@@ -48,6 +56,7 @@ class Worker:
         *,
         clock: Clock | None = None,
         extra_loops: tuple[Loop, ...] = (),
+        meters: metrics.JobMeters | None = None,
     ) -> None:
         self.app = app
         self.settings = settings
@@ -78,6 +87,10 @@ class Worker:
             2 * settings.concurrency, thread_name_prefix="tickwork-task"
         )
         self._pool: Pool | None = None
+        self.meters = meters or metrics.JobMeters()
+        self._beats: dict[str, tuple[float, float]] = {}
+        """Periodic loops: when each last came round, and how long it may take to again."""
+        self._crash: str | None = None
         self.started = asyncio.Event()
         self.failed = False
         """True when a loop crashed; the command exits non-zero."""
@@ -91,9 +104,26 @@ class Worker:
         """Begin a graceful shutdown (safe to call from a signal handler on the loop)."""
         self._stopping.set()
 
+    def liveness(self, at: float | None = None) -> str | None:
+        """The ``/healthz`` check: None while every loop is alive, otherwise which one crashed
+        or is stuck. ``at`` is a ``time.monotonic()`` instant (default: now)."""
+        if self._crash is not None:
+            return self._crash
+        at = time.monotonic() if at is None else at
+        for name, (last, allowance) in self._beats.items():
+            if at - last > allowance:
+                return f"loop {name} stuck: last came round {at - last:.0f}s ago"
+        return None
+
+    def _beat(self, loop: str, interval: float) -> None:
+        """``loop`` came round; it runs every ``interval`` seconds."""
+        allowance = STUCK_AFTER_INTERVALS * interval + STUCK_GRACE_SECONDS
+        self._beats[loop] = (time.monotonic(), allowance)
+
     # --- the whole process ------------------------------------------------------------
 
     async def run(self) -> None:
+        logs.CURRENT_WORKER.set(self.name)  # the tasks started below inherit it
         self._pool = connections.async_pool(self.settings.database_url, min_size=2, max_size=6)
         await self._pool.open(wait=True, timeout=15)
         try:
@@ -133,6 +163,7 @@ class Worker:
         """A loop that ends with an error stops the whole worker: no silent half-worker."""
         if task.cancelled() or task.exception() is None:
             return
+        self._crash = f"loop {task.get_name()} crashed: {task.exception()!r}"
         log.error(
             "worker loop %s failed; shutting down",
             task.get_name(),
@@ -234,7 +265,21 @@ class Worker:
         for job in jobs:
             self._held[job.id] = job
             self._buffer.put_nowait(job)
+        if self.meters.enabled:
+            self._count_claims(jobs)
         return jobs
+
+    def _count_claims(self, jobs: list[Job]) -> None:
+        """Claims, and queue latency: run_at to the claim (both on the database's clock)."""
+        latencies: dict[tuple[str, str], list[float]] = {}
+        for job in jobs:
+            if job.started_at is not None:
+                latency = (job.started_at - job.run_at).total_seconds()
+                latencies.setdefault((job.queue, job.kind), []).append(latency)
+        for (queue, kind), values in latencies.items():
+            meter = self.meters(queue, kind)
+            meter.claimed.inc(len(values))
+            meter.latency.observe_many(values)
 
     async def _claimer(self) -> None:
         if not self.kinds:
@@ -262,7 +307,11 @@ class Worker:
         if not self.settings.namespaces:
             return []
         loop = firing.loop(
-            self.pool, self.settings.namespaces, clock=self.clock, wake=self._schedules_wake
+            self.pool,
+            self.settings.namespaces,
+            clock=self.clock,
+            wake=self._schedules_wake,
+            alive=lambda config: self._beat("firing", config.max_sleep),
         )
         return [("firing", loop)]
 
@@ -307,7 +356,9 @@ class Worker:
                 log.error(
                     "could not record the outcome: %s",
                     exc,
-                    extra=fields(action="outcome_failed", job_id=job.id, kind=job.kind),
+                    extra=fields(
+                        action="outcome_failed", job_id=job.id, kind=job.kind, attempt=job.attempt
+                    ),
                 )
                 self._forget(job)
 
@@ -320,8 +371,12 @@ class Worker:
         slot = asyncio.current_task()
         assert slot is not None
         self._running[job.id] = slot
+        started = time.perf_counter()
         try:
             outcome: executor.Outcome = await executor.execute(job, task, self._threads)
+            if self.meters.enabled:
+                elapsed = time.perf_counter() - started
+                self.meters(job.queue, job.kind).duration.observe(elapsed)
         except asyncio.CancelledError:
             slot.uncancel()
             if job.id in self._lost:
@@ -333,7 +388,9 @@ class Worker:
         if job.id in self._lost:
             log.info(
                 "job was cancelled or taken over while running; outcome dropped",
-                extra=fields(action="outcome_dropped", job_id=job.id, kind=job.kind),
+                extra=fields(
+                    action="outcome_dropped", job_id=job.id, kind=job.kind, attempt=job.attempt
+                ),
             )
             self._forget(job)
             return
@@ -343,7 +400,7 @@ class Worker:
             self._done.append(job)
             self._done_ready.set()
         else:
-            await self._record_failure(job, outcome.error)
+            await self._record_failure(job, outcome)
             self._forget(job)
 
     def _carry(self, job: Job, result: Any) -> None:
@@ -363,19 +420,23 @@ class Worker:
         self._lost.discard(job.id)
         self._room.set()
 
-    async def _record_failure(self, job: Job, error: str) -> None:
+    async def _record_failure(self, job: Job, failure: executor.Failed) -> None:
         task = self.app.registry.get(job.kind)
         decision = retry.after_failure(job, task)
         now = self.clock.now()
+        error = failure.error
+        meter = self.meters(job.queue, job.kind)
         async with self.pool.connection() as conn:
             if isinstance(decision, retry.GiveUp):
-                await deaths.mark_dead(conn, job, task, error, now)
+                if await deaths.mark_dead(conn, job, task, error, now):
+                    meter.dead.inc()
                 return
             async with conn.transaction():
                 applied = await store.arun(
                     conn, store.retry_job_later(job, decision.delay_seconds, error, now)
                 )
         if applied:
+            (meter.timed_out if failure.timed_out else meter.retried).inc()
             log.info(
                 "job failed; retrying later",
                 extra=fields(
@@ -383,13 +444,17 @@ class Worker:
                     job_id=job.id,
                     kind=job.kind,
                     attempt=job.attempt,
+                    worker=self.name,
                     error=executor.summary(error),
                 ),
             )
         else:
+            metrics.VERSION_MISMATCHES.labels("retry").inc()
             log.warning(
                 "version mismatch: job changed elsewhere, failure not recorded",
-                extra=fields(action="version_mismatch", job_id=job.id, kind=job.kind),
+                extra=fields(
+                    action="version_mismatch", job_id=job.id, kind=job.kind, attempt=job.attempt
+                ),
             )
 
     async def _completer(self) -> None:
@@ -404,6 +469,7 @@ class Worker:
                 return
 
     async def _complete(self, jobs: list[Job]) -> None:
+        applied: set[JobId] | None = None
         try:
             async with self.pool.connection() as conn:
                 applied = await store.arun(conn, store.complete_jobs(jobs, self.clock.now()))
@@ -422,16 +488,35 @@ class Worker:
                 exc,
                 extra=fields(action="complete_failed", count=len(jobs)),
             )
-            applied = set()
+        if applied is not None:
+            self._check_applied(jobs, applied)
         for job in jobs:
-            if job.id not in applied:
-                log.warning(
-                    "version mismatch: job changed elsewhere, success not recorded",
-                    extra=fields(action="version_mismatch", job_id=job.id, kind=job.kind),
-                )
             self._held.pop(job.id, None)
             self._results.pop(job.id, None)
         self._room.set()
+
+    def _check_applied(self, jobs: list[Job], applied: set[JobId]) -> None:
+        """Count the successes written; log and count the ones a version mismatch dropped."""
+        if len(applied) < len(jobs):
+            for job in jobs:
+                if job.id in applied:
+                    continue
+                metrics.VERSION_MISMATCHES.labels("complete").inc()
+                log.warning(
+                    "version mismatch: job changed elsewhere, success not recorded",
+                    extra=fields(
+                        action="version_mismatch", job_id=job.id, kind=job.kind, attempt=job.attempt
+                    ),
+                )
+        if not self.meters.enabled:
+            return
+        succeeded: dict[tuple[str, str], int] = {}
+        for job in jobs:
+            if job.id in applied:
+                key = (job.queue, job.kind)
+                succeeded[key] = succeeded.get(key, 0) + 1
+        for (queue, kind), count in succeeded.items():
+            self.meters(queue, kind).succeeded.inc(count)
 
     # --- leases and maintenance --------------------------------------------------------
 
@@ -444,12 +529,24 @@ class Worker:
                 conn, store.extend_leases(held, self.settings.lease_seconds, now)
             )
             await store.arun(conn, store.touch_worker(self.name, now))
-        for job in held:
-            if job.id in kept or job.id not in self._held:
-                continue
+            lost = [job for job in held if job.id not in kept and job.id in self._held]
+            statuses = (
+                await store.arun(conn, store.job_statuses([job.id for job in lost])) if lost else {}
+            )
+        for job in lost:
+            status = statuses.get(job.id)
+            if status is JobStatus.CANCELLED:
+                self.meters(job.queue, job.kind).cancelled.inc()
             log.info(
-                "job no longer ours (cancelled or recovered elsewhere)",
-                extra=fields(action="job_lost", job_id=job.id, kind=job.kind),
+                "job no longer ours (%s)",
+                "cancelled" if status is JobStatus.CANCELLED else "recovered elsewhere",
+                extra=fields(
+                    action="job_lost",
+                    job_id=job.id,
+                    kind=job.kind,
+                    attempt=job.attempt,
+                    worker=self.name,
+                ),
             )
             self._lost.add(job.id)
             slot = self._running.get(job.id)
@@ -458,6 +555,7 @@ class Worker:
 
     async def _heartbeat(self) -> None:
         while True:
+            self._beat("heartbeat", self.settings.heartbeat_seconds)
             await sleep(self.settings.heartbeat_seconds)
             try:
                 await self.heartbeat_once()
@@ -467,31 +565,45 @@ class Worker:
     async def maintain_once(self) -> None:
         """Run each maintenance duty that this worker manages to claim."""
         s = self.settings
-        duties: list[tuple[str, Callable[[connections.AsyncConnection], Awaitable[Any]]]] = [
-            (leases.NAME, lambda c: leases.run_once(c, self.app.registry, self.clock.now())),
+        duties: list[tuple[str, float, _Duty]] = [
+            (
+                leases.NAME,
+                s.maintenance_seconds,
+                lambda c: leases.run_once(c, self.app.registry, self.clock.now(), self.meters),
+            ),
             (
                 retention.NAME,
+                s.maintenance_seconds,
                 lambda c: retention.run_once(
                     c, s.retention_seconds, s.retention_batch, self.clock.now()
                 ),
             ),
             (
                 worker_expiry.NAME,
+                s.maintenance_seconds,
                 lambda c: worker_expiry.run_once(c, s.worker_ttl_seconds, self.clock.now()),
             ),
+            (gauges.NAME, s.gauges_seconds, self._sample_gauges),
         ]
         async with self.pool.connection() as conn:
-            for name, duty in duties:
+            for name, interval, duty in duties:
                 async with conn.transaction():
                     mine = await store.arun(
-                        conn,
-                        store.claim_duty(name, self.name, s.maintenance_seconds, self.clock.now()),
+                        conn, store.claim_duty(name, self.name, interval, self.clock.now())
                     )
                 if mine:
                     await duty(conn)
 
+    async def _sample_gauges(self, conn: connections.AsyncConnection) -> None:
+        s = self.settings
+        sample = await gauges.run_once(conn, s.worker_ttl_seconds, self.clock.now())
+        # Exported until a few samples were missed (another worker may be sampling now).
+        fresh_for = gauges.FRESH_INTERVALS * max(s.gauges_seconds, s.maintenance_seconds)
+        gauges.export(sample, fresh_for=fresh_for)
+
     async def _maintenance(self) -> None:
         while True:
+            self._beat("maintenance", self.settings.maintenance_seconds)
             try:
                 await self.maintain_once()
             except connections.DatabaseError as exc:

@@ -88,7 +88,7 @@ claimed AS (
     RETURNING j.id, j.kind, j.queue, j.payload, j.priority, j.run_at, j.attempt, j.max_attempts,
               j.version, j.retry_base_seconds, j.retry_rate, j.retry_max_seconds,
               j.timeout_seconds, j.concurrency_key, j.unique_key, j.schedule_namespace,
-              j.schedule_name, j.occurrence_at, j.lease_expires_at
+              j.schedule_name, j.occurrence_at, j.lease_expires_at, j.started_at
 )
 -- Handed over in claim order (UPDATE ... RETURNING has none): the worker starts its batch
 -- highest priority first.
@@ -169,7 +169,7 @@ SET status = 'available',
     version = j.version + 1
 FROM expired
 WHERE j.id = expired.id
-RETURNING j.id, j.kind, j.picked_by;
+RETURNING j.id, j.queue, j.kind, j.picked_by;
 
 -- name: job_lock_expired_exhausted
 -- Leases that ran out on a job's last attempt, for kinds this worker knows (their on_dead
@@ -215,6 +215,10 @@ SET run_at = coalesce(%(now)s, now()),
     version = version + 1
 WHERE id = %(id)s AND status = 'available'
 RETURNING id, pg_notify('tickwork_jobs', queue);
+
+-- name: job_statuses
+-- The statuses of jobs a worker lost at its heartbeat (cancelled, or recovered elsewhere).
+SELECT id, status FROM tickwork.jobs WHERE id = ANY(%(ids)s::bigint[]);
 
 -- name: job_get
 SELECT id, kind, queue, payload, priority, run_at, status, attempt, max_attempts, version,

@@ -1,0 +1,82 @@
+"""Fleet gauges: the worker that claims this duty samples PostgreSQL (open and dead jobs per
+queue, the oldest due job, schedules per namespace and state, overdue schedules, live workers)
+and sets the ``tickwork_fleet_*`` gauges. Only one worker samples per interval, not every
+replica on every scrape; :data:`tickwork.metrics.FLEET` exports a sample for a few intervals
+only, so a worker that stopped winning the duty stops exporting old values."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from tickwork import metrics
+from tickwork.db import connections, store
+from tickwork.model import JobStatus
+
+NAME = "sample_gauges"
+
+FRESH_INTERVALS = 3
+"""A sample is exported for this many sampling intervals, then hidden."""
+
+OVERDUE_SECONDS = 60.0
+"""An enabled, unsuspended schedule whose next run is later than this is overdue."""
+
+SAMPLED_STATUSES = (JobStatus.AVAILABLE, JobStatus.RUNNING, JobStatus.DEAD)
+"""Finished jobs (kept for retention, maybe millions) are not counted: that would scan them."""
+
+
+@dataclass(frozen=True)
+class FleetSample:
+    at: datetime
+    """The database's time of the sample."""
+    workers: int
+    jobs: list[store.QueueJobs]
+    schedules: list[store.NamespaceSchedules]
+
+
+async def run_once(
+    conn: connections.AsyncConnection, ttl_seconds: float, now: datetime | None
+) -> FleetSample:
+    """Read the fleet's state; workers count as live when seen within ``ttl_seconds``."""
+    async with conn.transaction():
+        jobs = await store.arun(conn, store.gauge_jobs(now))
+        schedules = await store.arun(conn, store.gauge_schedules(OVERDUE_SECONDS, ttl_seconds, now))
+        workers, at = await store.arun(conn, store.gauge_workers(ttl_seconds, now))
+    return FleetSample(at=at, workers=workers, jobs=jobs, schedules=schedules)
+
+
+def export(sample: FleetSample, fresh_for: float) -> None:
+    """Replace the fleet gauges with ``sample``, exported for ``fresh_for`` seconds. Every
+    queue seen gets every sampled status (0 when none); every namespace with schedules gets
+    every state; namespaces with enabled schedules get their live worker count."""
+    for gauge in (
+        metrics.FLEET_JOBS,
+        metrics.FLEET_OLDEST_DUE_AGE,
+        metrics.FLEET_DEAD_JOBS,
+        metrics.FLEET_SCHEDULES,
+        metrics.FLEET_NAMESPACE_WORKERS,
+        metrics.FLEET_OVERDUE_SCHEDULES,
+    ):
+        gauge.clear()
+    metrics.FLEET_SAMPLED.set(sample.at.timestamp())
+    metrics.FLEET_WORKERS.set(sample.workers)
+    counts = {(row.queue, row.status): row for row in sample.jobs}
+    for queue in sorted({row.queue for row in sample.jobs}):
+        for status in SAMPLED_STATUSES:
+            row = counts.get((queue, status))
+            metrics.FLEET_JOBS.labels(queue, status.value).set(row.count if row else 0)
+        available = counts.get((queue, JobStatus.AVAILABLE))
+        metrics.FLEET_OLDEST_DUE_AGE.labels(queue).set(available.oldest_due_age if available else 0)
+        dead = counts.get((queue, JobStatus.DEAD))
+        metrics.FLEET_DEAD_JOBS.labels(queue).set(dead.count if dead else 0)
+    for ns in sample.schedules:
+        for state, count in (
+            ("enabled", ns.enabled),
+            ("suspended", ns.suspended),
+            ("disabled", ns.disabled),
+        ):
+            metrics.FLEET_SCHEDULES.labels(ns.namespace, state).set(count)
+        metrics.FLEET_OVERDUE_SCHEDULES.labels(ns.namespace).set(ns.overdue)
+        if ns.enabled:
+            metrics.FLEET_NAMESPACE_WORKERS.labels(ns.namespace).set(ns.workers)
+    metrics.FLEET.sampled(fresh_for)
