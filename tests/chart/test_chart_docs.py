@@ -1,0 +1,64 @@
+"""The deployment guide (docs/deployment.md) and the chart agree: its Schedules pass the
+CRD's schema, every value it sets exists, every chart path it names is there, and the chart
+deploys the version pyproject.toml builds."""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+
+import chart_checks
+import yaml
+from chart_render import CHART, ROOT
+
+GUIDE = ROOT / "docs" / "deployment.md"
+TEXT = GUIDE.read_text()
+SCHEMA = json.loads((CHART / "values.schema.json").read_text())
+
+
+def yaml_blocks() -> list[dict]:
+    blocks = re.findall(r"```yaml\n(.*?)```", TEXT, flags=re.DOTALL)
+    return [doc for block in blocks for doc in yaml.safe_load_all(block) if doc]
+
+
+def test_the_guides_schedules_are_valid() -> None:
+    schedules = [doc for doc in yaml_blocks() if doc.get("kind") == "Schedule"]
+    assert schedules, "the guide applies a Schedule"
+    for schedule in schedules:
+        assert chart_checks.schedule_errors(schedule) == [], schedule
+
+
+def known(path: str) -> bool:
+    node = SCHEMA
+    for part in path.split("."):
+        properties = node.get("properties", {})
+        if part not in properties:
+            return False
+        node = properties[part]
+    return True
+
+
+def test_every_value_the_guide_sets_exists() -> None:
+    keys = re.findall(r"--set '?([\w.]+)=", TEXT)
+    assert len(keys) > 10
+    for key in keys:
+        assert known(key), f"the guide sets {key}, which the chart does not have"
+    for key in re.findall(
+        r"`((?:worker|operator|keda|autoscaling|metrics|database|migrations|"
+        r"webhook|networkPolicy|image)\.[\w.]+)`",
+        TEXT,
+    ):
+        assert known(key), f"the guide names {key}, which the chart does not have"
+
+
+def test_every_chart_path_the_guide_names_exists() -> None:
+    for path in re.findall(r"(helm/tickwork/[\w./-]*)", TEXT):
+        assert (ROOT / path.rstrip(".")).exists(), path
+
+
+def test_the_chart_deploys_the_version_pyproject_builds() -> None:
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert chart["appVersion"] == project["version"]
+    assert f"tickwork:{project['version']}" in (ROOT / "Dockerfile").read_text()
