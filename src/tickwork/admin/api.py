@@ -1,0 +1,151 @@
+"""The JSON API under ``/api/``: the data behind every page, and the actions.
+
+Reads answer the page objects of :mod:`reads` as JSON (timestamps ISO 8601 with offset,
+absent values ``null``). Actions are POSTs of a JSON object ``{"reason": …, "request_id": …}``
+(both optional; the request id may also come as the ``Idempotency-Key`` header) and answer
+the outcome: ``changed`` false means nothing was done, ``audit_id`` names the record.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from aiohttp import web
+
+from tickwork.admin import actions, inputs, reads
+from tickwork.admin.console import CONSOLE, IDENTITY, Console
+from tickwork.admin.views import JOB_ACTIONS
+from tickwork.db import admin as admin_db
+from tickwork.errors import InvalidInput
+
+
+def plain(value: Any) -> Any:
+    """``value`` as JSON-ready data."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).isoformat()
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, Mapping):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    return value
+
+
+def answer(value: Any, status: int = 200) -> web.Response:
+    return web.json_response(plain(value), status=status, dumps=_dumps)
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _console(request: web.Request) -> Console:
+    return request.app[CONSOLE]
+
+
+async def whoami(request: web.Request) -> web.Response:
+    identity = request[IDENTITY]
+    return answer({"name": identity.name, "role": identity.role, "via": identity.via})
+
+
+async def overview(request: web.Request) -> web.Response:
+    console = _console(request)
+    return answer(await console.run(lambda conn, now: reads.overview(conn, console.settings, now)))
+
+
+async def schedules(request: web.Request) -> web.Response:
+    console = _console(request)
+    namespace = inputs.text(request.query, "namespace")
+    after = inputs.schedule_key(request.query)
+    return answer(
+        await console.run(
+            lambda conn, now: reads.schedules(
+                conn, console.settings, now, namespace=namespace, after=after
+            )
+        )
+    )
+
+
+async def schedule(request: web.Request) -> web.Response:
+    console = _console(request)
+    namespace, name = request.match_info["namespace"], request.match_info["name"]
+    return answer(
+        await console.run(
+            lambda conn, now: reads.schedule(conn, console.settings, now, namespace, name)
+        )
+    )
+
+
+async def jobs(request: web.Request) -> web.Response:
+    console = _console(request)
+    where = inputs.job_filter(request.query)
+    before = inputs.number(request.query, "before")
+    return answer(
+        await console.run(
+            lambda conn, now: reads.jobs(conn, console.settings, now, where=where, before=before)
+        )
+    )
+
+
+async def job(request: web.Request) -> web.Response:
+    console = _console(request)
+    job_id = int(request.match_info["id"])
+    return answer(
+        await console.run(lambda conn, now: reads.job(conn, console.settings, now, job_id))
+    )
+
+
+async def audit(request: web.Request) -> web.Response:
+    console = _console(request)
+    before = inputs.number(request.query, "before")
+    return answer(
+        await console.run(lambda conn, now: reads.audit(conn, console.settings, before=before))
+    )
+
+
+# --- actions ----------------------------------------------------------------------------------
+
+
+async def _actor(request: web.Request) -> admin_db.Actor:
+    body: Any = {}
+    if request.can_read_body:
+        try:
+            body = await request.json()
+        except ValueError:
+            raise InvalidInput("body", "not valid JSON") from None
+    if not isinstance(body, dict):
+        raise InvalidInput("body", "must be a JSON object")
+    return admin_db.Actor(
+        request[IDENTITY].name,
+        inputs.reason(body.get("reason")),
+        inputs.request_id(body.get("request_id") or request.headers.get("Idempotency-Key")),
+    )
+
+
+async def job_action(request: web.Request) -> web.Response:
+    console = _console(request)
+    job_id = int(request.match_info["id"])
+    action = JOB_ACTIONS[request.match_info["action"]]
+    actor = await _actor(request)
+    outcome = await console.run(
+        lambda conn, now: actions.act_on_job(conn, action, job_id, actor, now)
+    )
+    return answer({**plain(outcome), "request_id": actor.request_id})
+
+
+async def trigger(request: web.Request) -> web.Response:
+    console = _console(request)
+    namespace, name = request.match_info["namespace"], request.match_info["name"]
+    actor = await _actor(request)
+    outcome = await console.run(
+        lambda conn, now: actions.trigger(conn, namespace, name, actor, now)
+    )
+    return answer({**plain(outcome), "request_id": actor.request_id})

@@ -1,0 +1,678 @@
+"""The console's HTML pages, rendered from the page objects of :mod:`reads`. Everything goes
+through :func:`html.el`, which escapes text and attributes: job payloads, errors, names and
+audit reasons are user data and stay inert."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from tickwork.admin import inputs, reads
+from tickwork.admin.auth import Role
+from tickwork.admin.html import Child, Html, el, join, link, path
+from tickwork.admin.security import CSRF_FIELD
+from tickwork.db import admin as admin_db
+from tickwork.model import Job, JobStatus
+
+FLASH = {
+    "changed": "Done.",
+    "unchanged": "Nothing to do: the target was already in that state.",
+    "replayed": "Already done: this form was submitted before.",
+}
+"""Messages after an action, chosen by a fixed key (never text from the request)."""
+
+
+@dataclass(frozen=True)
+class Context:
+    """Who is looking, and what their forms need."""
+
+    user: str
+    role: Role
+    csrf_token: str
+    request_id: str
+    """Fresh per page: a form submitted twice acts once."""
+    flash: str | None = None
+
+    @property
+    def operator(self) -> bool:
+        return self.role.allows(Role.OPERATOR)
+
+
+# --- small pieces ---------------------------------------------------------------------------
+
+
+def when(value: datetime | None) -> Html:
+    if value is None:
+        return el("span", "—", class_="muted")
+    utc = value.astimezone(UTC)
+    return el("time", utc.strftime("%Y-%m-%d %H:%M:%SZ"), datetime=utc.isoformat())
+
+
+def status(value: JobStatus | str | None) -> Html:
+    if value is None:
+        return el("span", "—", class_="muted")
+    text = str(value)
+    return el("span", text, class_=f"status status-{text}")
+
+
+def flag(ok: bool, yes: str, no: str) -> Html:
+    return el("span", yes if ok else no, class_="ok" if ok else "warn")
+
+
+def pretty(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str)
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Child]], empty: str) -> Html:
+    if not rows:
+        return el("p", empty, class_="muted")
+    return el(
+        "table",
+        el("thead", el("tr", [el("th", h, scope="col") for h in headers])),
+        el("tbody", [el("tr", [el("td", cell) for cell in row]) for row in rows]),
+    )
+
+
+def job_link(job_id: int | None) -> Html:
+    return (
+        el("span", "—", class_="muted")
+        if job_id is None
+        else el("a", f"#{job_id}", href=path("jobs", job_id))
+    )
+
+
+def schedule_link(namespace: str | None, name: str | None) -> Html:
+    if namespace is None or name is None:
+        return el("span", "—", class_="muted")
+    return el("a", f"{namespace}/{name}", href=path("schedules", namespace, name))
+
+
+def dl(items: Sequence[tuple[str, Child]]) -> Html:
+    return el("dl", [[el("dt", k), el("dd", v)] for k, v in items])
+
+
+def action_form(ctx: Context, action: str, label: str, *, danger: bool = False) -> Html:
+    return el(
+        "form",
+        el("input", type="hidden", name=CSRF_FIELD, value=ctx.csrf_token),
+        el("input", type="hidden", name="request_id", value=ctx.request_id),
+        el(
+            "label",
+            "Reason ",
+            el(
+                "input",
+                type="text",
+                name="reason",
+                maxlength=inputs.MAX_REASON,
+                placeholder="why (for the audit log)",
+            ),
+        ),
+        el("button", label, type="submit", class_="danger" if danger else None),
+        method="post",
+        action=action,
+        class_="action",
+    )
+
+
+def layout(ctx: Context, title: str, *body: Child) -> Html:
+    nav = [
+        el("a", label, href=href)
+        for label, href in (
+            ("Overview", "/"),
+            ("Schedules", "/schedules"),
+            ("Jobs", "/jobs"),
+            ("Audit", "/audit"),
+        )
+    ]
+    logout = el(
+        "form",
+        el("span", f"{ctx.user} ({ctx.role.value})", class_="who"),
+        el("input", type="hidden", name=CSRF_FIELD, value=ctx.csrf_token),
+        el("button", "Log out", type="submit"),
+        method="post",
+        action="/logout",
+        class_="logout",
+    )
+    return document(
+        title,
+        el("header", el("strong", "tickwork admin"), el("nav", nav), logout),
+        el(
+            "main",
+            el("h1", title),
+            el("p", ctx.flash, class_="flash", role="status") if ctx.flash else None,
+            body,
+        ),
+    )
+
+
+def document(title: str, *body: Child) -> Html:
+    head = el(
+        "head",
+        el("meta", charset="utf-8"),
+        el("meta", name="viewport", content="width=device-width, initial-scale=1"),
+        el("title", f"{title} · tickwork"),
+        el("link", rel="stylesheet", href="/static/admin.css"),
+    )
+    return Html("<!doctype html>\n" + el("html", head, el("body", body), lang="en"))
+
+
+def audit_table(records: Sequence[admin_db.AuditRow], *, with_target: bool = False) -> Html:
+    headers = [
+        "#",
+        "at",
+        "actor",
+        "action",
+        *(["target"] if with_target else []),
+        "reason",
+        "request id",
+        "details",
+    ]
+    rows = [
+        [
+            r.id,
+            when(r.at),
+            r.actor,
+            el("span", r.action, class_="audit-action"),
+            *([_target_link(r.target)] if with_target else []),
+            r.reason,
+            el("code", r.request_id) if r.request_id else None,
+            el("details", el("summary", "before / after"), el("pre", pretty(r.details))),
+        ]
+        for r in records
+    ]
+    return table(headers, rows, "No audit records.")
+
+
+def _target_link(target: str) -> Html:
+    kind, _, rest = target.partition(":")
+    if kind == "job" and rest.isdigit():
+        return job_link(int(rest))
+    namespace, _, name = rest.partition("/")
+    if kind == "schedule" and name:
+        return schedule_link(namespace, name)
+    return el("code", target)
+
+
+# --- pages ----------------------------------------------------------------------------------
+
+
+def login(error: str | None, next_path: str, login_token: str) -> Html:
+    return document(
+        "Log in",
+        el(
+            "main",
+            el("h1", "tickwork admin"),
+            el("p", error, class_="error", role="alert") if error else None,
+            el(
+                "form",
+                el("input", type="hidden", name="login_token", value=login_token),
+                el("input", type="hidden", name="next", value=next_path),
+                el(
+                    "label",
+                    "Name ",
+                    el(
+                        "input",
+                        type="text",
+                        name="username",
+                        autocomplete="username",
+                        required=True,
+                    ),
+                ),
+                el(
+                    "label",
+                    "Secret ",
+                    el(
+                        "input",
+                        type="password",
+                        name="password",
+                        autocomplete="current-password",
+                        required=True,
+                    ),
+                ),
+                el("button", "Log in", type="submit"),
+                method="post",
+                action="/login",
+                class_="login",
+            ),
+            class_="narrow",
+        ),
+    )
+
+
+def error(ctx: Context | None, code: int, message: str) -> Html:
+    title = f"{code}: {message}"
+    if ctx is None:
+        return document(title, el("main", el("h1", title), el("p", el("a", "Back", href="/"))))
+    return layout(ctx, title, el("p", el("a", "Back to the overview", href="/")))
+
+
+def overview(ctx: Context, page: reads.Overview) -> Html:
+    t = page.totals
+    cards = el(
+        "ul",
+        [
+            el("li", el("a", el("strong", value), label, href=href), class_=cls)
+            for value, label, href, cls in (
+                (
+                    t.dead_jobs,
+                    " dead jobs",
+                    link("/jobs", {"status": "dead"}),
+                    "warn" if t.dead_jobs else None,
+                ),
+                (
+                    t.failing_jobs,
+                    " failing (retrying)",
+                    link("/jobs", {"status": "failing"}),
+                    "warn" if t.failing_jobs else None,
+                ),
+                (
+                    t.skipped_occurrences,
+                    " skipped occurrences",
+                    "/schedules",
+                    "warn" if t.skipped_occurrences else None,
+                ),
+                (t.enabled_schedules, " enabled schedules", "/schedules", None),
+                (t.namespaces, " namespaces", "/schedules", None),
+                (
+                    len(page.orphans),
+                    " orphan kinds",
+                    "/jobs#orphans",
+                    "warn" if page.orphans else None,
+                ),
+            )
+        ],
+        class_="cards",
+    )
+    workers = table(
+        ["worker", "alive", "queues", "namespaces fired", "kinds", "running", "last seen"],
+        [
+            [
+                w.name,
+                flag(w.alive, "alive", "gone"),
+                ", ".join(w.queues),
+                ", ".join(w.namespaces) or el("span", "none", class_="muted"),
+                ", ".join(w.kinds),
+                f"{w.running}/{w.concurrency}",
+                when(w.last_seen_at),
+            ]
+            for w in page.workers
+        ],
+        "No worker has registered.",
+    )
+    queues = table(
+        [
+            "queue",
+            "due (backlog)",
+            "due later",
+            "running",
+            "succeeded (window)",
+            "died (window)",
+            "dead",
+        ],
+        [
+            [
+                el("a", q.queue, href=link("/jobs", {"queue": q.queue})),
+                q.due,
+                q.later,
+                q.running,
+                q.succeeded,
+                q.failed,
+                el("a", q.dead, href=link("/jobs", {"queue": q.queue, "status": "dead"})),
+            ]
+            for q in page.queues
+        ],
+        "No jobs.",
+    )
+    return layout(
+        ctx,
+        "Overview",
+        el("p", "As of ", when(page.now), class_="muted"),
+        cards,
+        el("h2", "Workers"),
+        workers,
+        el("h2", "Queues"),
+        queues,
+        el("h2", "Orphan kinds"),
+        orphans_table(page.orphans),
+        el("h2", "Recent actions"),
+        audit_table(page.recent_audit, with_target=True),
+    )
+
+
+def orphans_table(rows: Sequence[admin_db.OrphanRow]) -> Html:
+    return table(
+        ["kind", "queue", "available jobs", "oldest run at", "why"],
+        [
+            [
+                el("a", o.kind, href=link("/jobs", {"kind": o.kind, "status": "available"})),
+                o.queue,
+                o.jobs,
+                when(o.oldest_run_at),
+                "workers run this kind, but none claims from this queue"
+                if o.kind_served
+                else "no live worker runs this kind",
+            ]
+            for o in rows
+        ],
+        "Every waiting job has a live worker for its kind and queue.",
+    )
+
+
+def _spec(s: admin_db.ScheduleSummary) -> Html:
+    if s.schedule is not None:
+        return join(el("code", s.schedule), " ", el("span", s.time_zone or "UTC", class_="muted"))
+    return join("every ", el("code", s.every))
+
+
+def _state(enabled: bool, suspended: bool) -> Html:
+    if not enabled:
+        return el("span", "disabled", class_="warn")
+    return (
+        el("span", "suspended", class_="warn") if suspended else el("span", "enabled", class_="ok")
+    )
+
+
+def schedules(ctx: Context, page: reads.SchedulesPage) -> Html:
+    spaces = table(
+        ["namespace", "owner", "schedules", "enabled", "suspended", "skipped", "fired by"],
+        [
+            [
+                el("a", n.namespace, href=link("/schedules", {"namespace": n.namespace})),
+                n.owner,
+                n.schedules,
+                n.enabled,
+                n.suspended,
+                n.skipped_occurrences,
+                flag(n.served, "a live worker", "no live worker offers it"),
+            ]
+            for n in page.namespaces
+        ],
+        "No schedule namespaces.",
+    )
+    rows = [
+        [
+            el("a", s.name, href=path("schedules", s.namespace, s.name)),
+            s.namespace,
+            _spec(s),
+            s.kind,
+            s.revision,
+            _state(s.enabled, s.suspended),
+            when(s.next_run_at),
+            when(s.last_occurrence_at),
+            join(job_link(s.last_job_id), " ", status(s.last_job_status)),
+            when(s.last_success_at),
+            when(s.last_failure_at),
+            s.skipped_occurrences,
+        ]
+        for s in page.schedules
+    ]
+    more = None
+    if page.next_after:
+        more = el(
+            "a",
+            "Next page →",
+            href=link(
+                "/schedules",
+                {
+                    "namespace": page.namespace,
+                    "after_namespace": page.next_after[0],
+                    "after_name": page.next_after[1],
+                },
+            ),
+            rel="next",
+        )
+    heading = f"Schedules of {page.namespace}" if page.namespace else "All schedules"
+    return layout(
+        ctx,
+        "Schedules",
+        el("h2", "Namespaces"),
+        spaces,
+        el("h2", heading),
+        table(
+            [
+                "name",
+                "namespace",
+                "when",
+                "kind",
+                "revision",
+                "state",
+                "next run",
+                "last occurrence",
+                "last job",
+                "last success",
+                "last failure",
+                "skipped",
+            ],
+            rows,
+            "No schedules.",
+        ),
+        el("p", more, class_="pager"),
+    )
+
+
+def _job_filter_form(where: admin_db.JobFilter) -> Html:
+    chosen = "failing" if where.failing else (where.status.value if where.status else "")
+    options = [el("option", "any status", value="")] + [
+        el("option", s, value=s, selected=s == chosen) for s in inputs.STATUSES
+    ]
+    fields = [
+        el("label", name + " ", el("input", type="text", name=name, value=value or ""))
+        for name, value in (
+            ("kind", where.kind),
+            ("queue", where.queue),
+            ("namespace", where.namespace),
+            ("schedule", where.schedule),
+        )
+    ]
+    return el(
+        "form",
+        el("label", "status ", el("select", options, name="status")),
+        fields,
+        el("button", "Filter", type="submit"),
+        method="get",
+        action="/jobs",
+        class_="filters",
+    )
+
+
+def _filter_query(where: admin_db.JobFilter) -> dict[str, str | int | None]:
+    return {
+        "status": "failing" if where.failing else (where.status.value if where.status else None),
+        "kind": where.kind,
+        "queue": where.queue,
+        "namespace": where.namespace,
+        "schedule": where.schedule,
+    }
+
+
+def jobs_table(rows: Sequence[admin_db.JobSummary]) -> Html:
+    return table(
+        [
+            "id",
+            "kind",
+            "queue",
+            "status",
+            "attempt",
+            "run at",
+            "picked by (last heartbeat)",
+            "schedule",
+            "last error",
+        ],
+        [
+            [
+                job_link(j.id),
+                j.kind,
+                j.queue,
+                status(j.status),
+                f"{j.attempt}/{j.max_attempts or '-'}",
+                when(j.run_at),
+                join(j.picked_by, " (", when(j.picker_seen_at), ")") if j.picked_by else None,
+                schedule_link(j.schedule_namespace, j.schedule_name),
+                el("code", j.last_error, class_="error-text") if j.last_error else None,
+            ]
+            for j in rows
+        ],
+        "No jobs match.",
+    )
+
+
+def jobs(ctx: Context, page: reads.JobsPage) -> Html:
+    more = None
+    if page.next_before is not None:
+        query = _filter_query(page.filter)
+        query["before"] = page.next_before
+        more = el("a", "Older jobs →", href=link("/jobs", query), rel="next")
+    return layout(
+        ctx,
+        "Jobs",
+        _job_filter_form(page.filter),
+        jobs_table(page.jobs),
+        el("p", more, class_="pager"),
+        el("h2", "Orphan kinds", id="orphans"),
+        orphans_table(page.orphans),
+    )
+
+
+def _job_actions(ctx: Context, page: reads.JobDetail) -> Html:
+    job = page.job
+    if not ctx.operator:
+        return el("p", "Actions need the operator role.", class_="muted")
+    forms = []
+    base = path("jobs", job.id)
+    if job.status is JobStatus.AVAILABLE and not page.due:
+        forms.append(action_form(ctx, base + "/run-now", "Run now"))
+    if job.status in (JobStatus.AVAILABLE, JobStatus.RUNNING):
+        forms.append(action_form(ctx, base + "/cancel", "Cancel job", danger=True))
+    if job.status in (JobStatus.DEAD, JobStatus.CANCELLED):
+        forms.append(action_form(ctx, base + "/retry", "Retry job"))
+    return (
+        el("div", forms, class_="actions")
+        if forms
+        else el("p", "No action applies to a job in this state.", class_="muted")
+    )
+
+
+def job(ctx: Context, page: reads.JobDetail) -> Html:
+    j: Job = page.job
+    ref = j.schedule
+    facts: list[tuple[str, Child]] = [
+        ("status", status(j.status)),
+        ("kind", j.kind),
+        ("queue", j.queue),
+        ("priority", j.priority),
+        ("attempt", f"{j.attempt} of {j.max_attempts or 'the task setting'}"),
+        ("run at", when(j.run_at)),
+        ("created", when(j.created_at)),
+        ("started", when(j.started_at)),
+        ("finished", when(j.finished_at)),
+        ("picked by", j.picked_by),
+        ("lease expires", when(j.lease_expires_at)),
+        ("worker last heartbeat", when(page.picker_seen_at)),
+        ("schedule", schedule_link(ref.namespace, ref.name) if ref else None),
+        ("occurrence", when(ref.occurrence_at) if ref else None),
+        ("unique key", j.unique_key),
+        ("concurrency key", j.concurrency_key),
+        ("timeout", f"{j.timeout:g} s" if j.timeout else None),
+        ("version", j.version),
+    ]
+    return layout(
+        ctx,
+        f"Job #{j.id}",
+        el("section", _job_actions(ctx, page)),
+        dl(facts),
+        el("h2", "Payload"),
+        el("pre", pretty(j.payload), class_="payload"),
+        el("h2", "Last error"),
+        el("pre", j.last_error, class_="error-text")
+        if j.last_error
+        else el("p", "None.", class_="muted"),
+        el("h2", "Audit"),
+        audit_table(page.audit),
+    )
+
+
+def _ownership(page: reads.ScheduleDetail) -> Html:
+    owner = page.summary.owner
+    s = page.summary
+    if owner.startswith("operator:"):
+        cluster = owner.partition(":")[2]
+        return el(
+            "p",
+            f"Managed by the tickwork operator of cluster {cluster}: change it through its "
+            "Schedule object (",
+            el("code", f"kubectl edit schedule {s.name} -n {s.namespace}"),
+            "). Suspending or editing it here would be undone by the operator's next sync, so "
+            "the console offers no such change.",
+            class_="note",
+        )
+    return el(
+        "p",
+        f"Deployed by {owner}: change its manifest and sync again (",
+        el("code", f"tickwork sync {s.namespace} -f …"),
+        "). The console changes no definition; it only triggers runs.",
+        class_="note",
+    )
+
+
+def schedule(ctx: Context, page: reads.ScheduleDetail) -> Html:
+    s = page.summary
+    facts: list[tuple[str, Child]] = [
+        ("namespace", el("a", s.namespace, href=link("/schedules", {"namespace": s.namespace}))),
+        ("owner", s.owner),
+        (
+            "fired by",
+            flag(
+                page.namespace.served,
+                "a live worker offers this namespace",
+                "no live worker offers this namespace: nothing fires",
+            ),
+        ),
+        ("when", _spec(s)),
+        ("kind", s.kind),
+        ("concurrency policy", s.concurrency_policy),
+        ("revision", s.revision),
+        ("state", _state(s.enabled, s.suspended)),
+        ("next run", when(s.next_run_at)),
+        ("last occurrence", when(s.last_occurrence_at)),
+        ("last job", join(job_link(s.last_job_id), " ", status(s.last_job_status))),
+        ("last success", when(s.last_success_at)),
+        ("last failure", when(s.last_failure_at)),
+        ("skipped occurrences", s.skipped_occurrences),
+    ]
+    trigger: Html
+    if not ctx.operator:
+        trigger = el("p", "Triggering needs the operator role.", class_="muted")
+    elif not s.enabled:
+        trigger = el("p", "Disabled schedules cannot be triggered.", class_="muted")
+    else:
+        trigger = action_form(ctx, path("schedules", s.namespace, s.name, "trigger"), "Trigger now")
+    history = link("/jobs", {"namespace": s.namespace, "schedule": s.name})
+    return layout(
+        ctx,
+        f"Schedule {s.namespace}/{s.name}",
+        _ownership(page),
+        el("section", trigger, class_="actions"),
+        dl(facts),
+        el("h2", "Spec"),
+        el("pre", pretty(page.row.spec)),
+        el("h2", "Recent jobs"),
+        jobs_table(page.jobs),
+        el("p", el("a", "All jobs of this schedule →", href=history)),
+        el("h2", "Audit"),
+        audit_table(page.audit),
+    )
+
+
+def audit(ctx: Context, page: reads.AuditPage) -> Html:
+    more = None
+    if page.next_before is not None:
+        more = el("a", "Older →", href=link("/audit", {"before": page.next_before}), rel="next")
+    return layout(
+        ctx,
+        "Audit log",
+        audit_table(page.records, with_target=True),
+        el("p", more, class_="pager"),
+    )

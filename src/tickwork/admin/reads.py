@@ -1,0 +1,191 @@
+"""What the console shows, read in one transaction per request: one function per view, each
+returning a frozen page object that both the HTML page and the JSON API render. Every read
+is bounded (a LIMIT, keyset pages), so a page costs the same with a million jobs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from tickwork.admin.settings import AdminSettings
+from tickwork.db import admin as admin_db
+from tickwork.db import schedules as schedules_db
+from tickwork.db import store
+from tickwork.db.connections import Connection
+from tickwork.errors import JobNotFound, ScheduleNotFound
+from tickwork.model import Job
+
+ERROR_CHARS = 300
+"""Characters of a job's last error shown in listings (the job's page shows all of it)."""
+MAX_ROWS = 1000
+"""Most workers, queues, namespaces and orphan kinds listed."""
+RECENT_AUDIT = 10
+
+
+def job_target(job_id: int) -> str:
+    return f"job:{job_id}"
+
+
+def schedule_target(namespace: str, name: str) -> str:
+    return f"schedule:{namespace}/{name}"
+
+
+@dataclass(frozen=True)
+class Overview:
+    now: datetime
+    totals: admin_db.Totals
+    workers: list[admin_db.WorkerRow]
+    queues: list[admin_db.QueueRow]
+    orphans: list[admin_db.OrphanRow]
+    recent_audit: list[admin_db.AuditRow]
+
+
+def overview(conn: Connection, settings: AdminSettings, now: datetime | None) -> Overview:
+    totals = store.run(conn, admin_db.totals(now))
+    return Overview(
+        now=totals.now,
+        totals=totals,
+        workers=store.run(conn, admin_db.workers(settings.live_worker_seconds, MAX_ROWS, now)),
+        queues=store.run(conn, admin_db.queues(settings.throughput_window_seconds, MAX_ROWS, now)),
+        orphans=store.run(conn, admin_db.orphans(settings.live_worker_seconds, MAX_ROWS, now)),
+        recent_audit=store.run(conn, admin_db.audit(None, before=None, limit=RECENT_AUDIT)),
+    )
+
+
+@dataclass(frozen=True)
+class SchedulesPage:
+    namespace: str | None
+    namespaces: list[admin_db.NamespaceRow]
+    schedules: list[admin_db.ScheduleSummary]
+    next_after: tuple[str, str] | None
+    """Key of the last schedule shown, when more follow."""
+
+
+def schedules(
+    conn: Connection,
+    settings: AdminSettings,
+    now: datetime | None,
+    *,
+    namespace: str | None,
+    after: tuple[str, str] | None,
+) -> SchedulesPage:
+    size = settings.page_size
+    rows = store.run(conn, admin_db.schedules(namespace=namespace, after=after, limit=size + 1))
+    more = len(rows) > size
+    rows = rows[:size]
+    return SchedulesPage(
+        namespace=namespace,
+        namespaces=store.run(
+            conn, admin_db.namespaces(namespace, settings.live_worker_seconds, MAX_ROWS, now)
+        ),
+        schedules=rows,
+        next_after=(rows[-1].namespace, rows[-1].name) if more else None,
+    )
+
+
+@dataclass(frozen=True)
+class JobsPage:
+    filter: admin_db.JobFilter
+    jobs: list[admin_db.JobSummary]
+    next_before: int | None
+    """Id to continue from (older jobs), when more follow."""
+    orphans: list[admin_db.OrphanRow]
+
+
+def jobs(
+    conn: Connection,
+    settings: AdminSettings,
+    now: datetime | None,
+    *,
+    where: admin_db.JobFilter,
+    before: int | None,
+) -> JobsPage:
+    size = settings.page_size
+    rows = store.run(
+        conn, admin_db.jobs(where, before=before, limit=size + 1, error_chars=ERROR_CHARS)
+    )
+    more = len(rows) > size
+    rows = rows[:size]
+    return JobsPage(
+        filter=where,
+        jobs=rows,
+        next_before=rows[-1].id if more else None,
+        orphans=store.run(conn, admin_db.orphans(settings.live_worker_seconds, MAX_ROWS, now)),
+    )
+
+
+@dataclass(frozen=True)
+class JobDetail:
+    job: Job
+    picker_seen_at: datetime | None
+    """The last heartbeat of the worker holding the job (running jobs)."""
+    due: bool
+    """Available and due: nothing for "run now" to do."""
+    now: datetime
+    audit: list[admin_db.AuditRow]
+
+
+def job(conn: Connection, settings: AdminSettings, now: datetime | None, job_id: int) -> JobDetail:
+    found = store.run(conn, store.get_job(job_id))
+    if found is None:
+        raise JobNotFound(f"no job with id {job_id}")
+    seen = store.run(conn, admin_db.worker_seen(found.picked_by)) if found.picked_by else None
+    instant = store.run(conn, store.database_now(now))
+    return JobDetail(
+        job=found,
+        picker_seen_at=seen,
+        due=found.run_at <= instant,
+        now=instant,
+        audit=store.run(
+            conn, admin_db.audit(job_target(job_id), before=None, limit=settings.page_size)
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class ScheduleDetail:
+    summary: admin_db.ScheduleSummary
+    row: schedules_db.ScheduleRow
+    namespace: admin_db.NamespaceRow
+    jobs: list[admin_db.JobSummary]
+    audit: list[admin_db.AuditRow]
+
+
+def schedule(
+    conn: Connection, settings: AdminSettings, now: datetime | None, namespace: str, name: str
+) -> ScheduleDetail:
+    summaries = store.run(
+        conn, admin_db.schedules(namespace=namespace, name=name, after=None, limit=1)
+    )
+    rows = store.run(conn, schedules_db.list_schedules(namespace, name))
+    if not summaries or not rows:
+        raise ScheduleNotFound(f"no schedule {name!r} in namespace {namespace!r}")
+    spaces = store.run(conn, admin_db.namespaces(namespace, settings.live_worker_seconds, 1, now))
+    history = admin_db.JobFilter(namespace=namespace, schedule=name)
+    return ScheduleDetail(
+        summary=summaries[0],
+        row=rows[0],
+        namespace=spaces[0],
+        jobs=store.run(
+            conn,
+            admin_db.jobs(history, before=None, limit=settings.page_size, error_chars=ERROR_CHARS),
+        ),
+        audit=store.run(
+            conn,
+            admin_db.audit(schedule_target(namespace, name), before=None, limit=settings.page_size),
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class AuditPage:
+    records: list[admin_db.AuditRow]
+    next_before: int | None
+
+
+def audit(conn: Connection, settings: AdminSettings, *, before: int | None) -> AuditPage:
+    size = settings.page_size
+    rows = store.run(conn, admin_db.audit(None, before=before, limit=size + 1))
+    more = len(rows) > size
+    rows = rows[:size]
+    return AuditPage(records=rows, next_before=rows[-1].id if more else None)

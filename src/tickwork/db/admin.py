@@ -1,0 +1,378 @@
+"""Operations of the admin console (``db/sql/admin.sql``): builders of :class:`store.Op` and
+the typed rows they return. Reads are bounded (a LIMIT, keyset pages); the action helpers
+lock their target, snapshot it, and write the audit record with the snapshot after."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from tickwork.db.store import Op, Row
+from tickwork.model import JobId, JobStatus
+
+
+def _status(value: str | None) -> JobStatus | None:
+    return None if value is None else JobStatus(value)
+
+
+def read_limit(milliseconds: int) -> Op[None]:
+    """Bound every later statement of the transaction to ``milliseconds``."""
+    return Op("admin_read_limit", {"milliseconds": milliseconds}, lambda rows: None)
+
+
+# --- overview -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WorkerRow:
+    name: str
+    queues: list[str]
+    kinds: list[str]
+    namespaces: list[str]
+    concurrency: int
+    host: str
+    started_at: datetime
+    last_seen_at: datetime
+    alive: bool
+    """Seen within the worker time-to-live."""
+    running: int
+
+
+def workers(ttl_seconds: float, limit: int, now: datetime | None) -> Op[list[WorkerRow]]:
+    return Op(
+        "admin_workers",
+        {"ttl_seconds": ttl_seconds, "limit": limit, "now": now},
+        lambda rows: [WorkerRow(*row) for row in rows],
+    )
+
+
+@dataclass(frozen=True)
+class QueueRow:
+    queue: str
+    due: int
+    """Available and due: the backlog."""
+    later: int
+    """Available, due later."""
+    running: int
+    succeeded: int
+    """Finished in the window."""
+    failed: int
+    """Died in the window."""
+    dead: int
+
+
+def queues(window_seconds: float, limit: int, now: datetime | None) -> Op[list[QueueRow]]:
+    return Op(
+        "admin_queues",
+        {"window_seconds": window_seconds, "limit": limit, "now": now},
+        lambda rows: [QueueRow(row[0], *(int(v) for v in row[1:])) for row in rows],
+    )
+
+
+@dataclass(frozen=True)
+class Totals:
+    dead_jobs: int
+    failing_jobs: int
+    skipped_occurrences: int
+    enabled_schedules: int
+    namespaces: int
+    now: datetime
+
+
+def totals(now: datetime | None) -> Op[Totals]:
+    return Op(
+        "admin_totals",
+        {"now": now},
+        lambda rows: Totals(
+            dead_jobs=int(rows[0][0]),
+            failing_jobs=int(rows[0][1]),
+            skipped_occurrences=int(rows[0][2]),
+            enabled_schedules=int(rows[0][3]),
+            namespaces=int(rows[0][4]),
+            now=rows[0][5],
+        ),
+    )
+
+
+# --- schedules ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NamespaceRow:
+    namespace: str
+    owner: str
+    schedules: int
+    enabled: int
+    suspended: int
+    skipped_occurrences: int
+    served: bool
+    """A live worker offers (fires) this namespace."""
+
+
+def _namespace(row: Row) -> NamespaceRow:
+    namespace, owner, count, enabled, suspended, skipped, served = row
+    return NamespaceRow(
+        namespace, owner, int(count), int(enabled), int(suspended), int(skipped), served
+    )
+
+
+def namespaces(
+    namespace: str | None, ttl_seconds: float, limit: int, now: datetime | None
+) -> Op[list[NamespaceRow]]:
+    return Op(
+        "admin_namespaces",
+        {"namespace": namespace, "ttl_seconds": ttl_seconds, "limit": limit, "now": now},
+        lambda rows: [_namespace(row) for row in rows],
+    )
+
+
+@dataclass(frozen=True)
+class ScheduleSummary:
+    namespace: str
+    name: str
+    owner: str
+    revision: int
+    enabled: bool
+    suspended: bool
+    schedule: str | None
+    every: str | None
+    time_zone: str | None
+    kind: str | None
+    concurrency_policy: str | None
+    next_run_at: datetime | None
+    last_occurrence_at: datetime | None
+    last_job_id: JobId | None
+    last_job_status: JobStatus | None
+    last_success_at: datetime | None
+    last_failure_at: datetime | None
+    skipped_occurrences: int
+
+
+def _schedule(row: Row) -> ScheduleSummary:
+    values = list(row)
+    values[14] = _status(row[14])
+    return ScheduleSummary(*values)
+
+
+def schedules(
+    *,
+    namespace: str | None,
+    name: str | None = None,
+    after: tuple[str, str] | None,
+    limit: int,
+) -> Op[list[ScheduleSummary]]:
+    return Op(
+        "admin_schedules",
+        {
+            "namespace": namespace,
+            "name": name,
+            "after_namespace": after[0] if after else None,
+            "after_name": after[1] if after else None,
+            "limit": limit,
+        },
+        lambda rows: [_schedule(row) for row in rows],
+    )
+
+
+# --- jobs -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class JobFilter:
+    """The jobs page's filters; ``None`` means any."""
+
+    status: JobStatus | None = None
+    failing: bool = False
+    """Available again after a failed attempt."""
+    kind: str | None = None
+    queue: str | None = None
+    namespace: str | None = None
+    schedule: str | None = None
+
+
+@dataclass(frozen=True)
+class JobSummary:
+    id: JobId
+    kind: str
+    queue: str
+    status: JobStatus
+    attempt: int
+    max_attempts: int | None
+    priority: int
+    run_at: datetime
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    schedule_namespace: str | None
+    schedule_name: str | None
+    occurrence_at: datetime | None
+    picked_by: str | None
+    lease_expires_at: datetime | None
+    picker_seen_at: datetime | None
+    """The last heartbeat of the worker running the job (running jobs only)."""
+    last_error: str | None
+    """Cut to the first characters."""
+
+
+def _job(row: Row) -> JobSummary:
+    values = list(row)
+    values[3] = JobStatus(row[3])
+    return JobSummary(*values)
+
+
+def jobs(
+    where: JobFilter, *, before: int | None, limit: int, error_chars: int
+) -> Op[list[JobSummary]]:
+    return Op(
+        "admin_jobs",
+        {
+            "status": None if where.status is None else where.status.value,
+            "failing": where.failing,
+            "kind": where.kind,
+            "queue": where.queue,
+            "namespace": where.namespace,
+            "schedule": where.schedule,
+            "before": before,
+            "limit": limit,
+            "error_chars": error_chars,
+        },
+        lambda rows: [_job(row) for row in rows],
+    )
+
+
+@dataclass(frozen=True)
+class OrphanRow:
+    kind: str
+    queue: str
+    jobs: int
+    oldest_run_at: datetime
+    kind_served: bool
+    """Some live worker runs the kind, but none of those claims from the queue."""
+
+
+def orphans(ttl_seconds: float, limit: int, now: datetime | None) -> Op[list[OrphanRow]]:
+    return Op(
+        "admin_orphans",
+        {"ttl_seconds": ttl_seconds, "limit": limit, "now": now},
+        lambda rows: [OrphanRow(*row) for row in rows],
+    )
+
+
+def worker_seen(name: str) -> Op[datetime | None]:
+    return Op("admin_worker_seen", {"name": name}, lambda rows: rows[0][0] if rows else None)
+
+
+# --- audit ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AuditRow:
+    id: int
+    at: datetime
+    actor: str
+    action: str
+    target: str
+    reason: str | None
+    request_id: str | None
+    details: dict[str, Any]
+
+
+def audit(target: str | None, *, before: int | None, limit: int) -> Op[list[AuditRow]]:
+    return Op(
+        "admin_audit",
+        {"target": target, "before": before, "limit": limit},
+        lambda rows: [AuditRow(*row) for row in rows],
+    )
+
+
+@dataclass(frozen=True)
+class Replay:
+    """An action already recorded under the same request id."""
+
+    audit_id: int
+    details: dict[str, Any]
+
+
+def replay(request_id: str, action: str, target: str) -> Op[Replay | None]:
+    return Op(
+        "admin_audit_replay",
+        {"request_id": request_id, "action": action, "target": target},
+        lambda rows: Replay(rows[0][0], rows[0][1]) if rows else None,
+    )
+
+
+@dataclass(frozen=True)
+class LockedJob:
+    status: JobStatus
+    due: bool
+    snapshot: dict[str, Any]
+
+
+def lock_job(job_id: int, now: datetime | None) -> Op[LockedJob | None]:
+    return Op(
+        "admin_job_lock",
+        {"id": job_id, "now": now},
+        lambda rows: LockedJob(JobStatus(rows[0][0]), *rows[0][1:]) if rows else None,
+    )
+
+
+@dataclass(frozen=True)
+class Actor:
+    """Who acted, why, and under which request id."""
+
+    name: str
+    reason: str | None
+    request_id: str
+
+
+def _actor_params(actor: Actor, action: str, now: datetime | None) -> dict[str, Any]:
+    return {
+        "actor": actor.name,
+        "action": action,
+        "reason": actor.reason,
+        "request_id": actor.request_id,
+        "now": now,
+    }
+
+
+def audit_job(
+    job_id: int, action: str, actor: Actor, before: Mapping[str, Any], now: datetime | None
+) -> Op[int]:
+    params = _actor_params(actor, action, now)
+    params.update(id=job_id, before=Jsonb(dict(before)))
+    return Op("admin_audit_job", params, lambda rows: int(rows[0][0]))
+
+
+def lock_schedule(namespace: str, name: str) -> Op[dict[str, Any] | None]:
+    """The schedule's snapshot, locked; None if there is no such schedule."""
+    return Op(
+        "admin_schedule_lock",
+        {"namespace": namespace, "name": name},
+        lambda rows: rows[0][0] if rows else None,
+    )
+
+
+def audit_schedule(
+    namespace: str,
+    name: str,
+    *,
+    action: str,
+    target: str,
+    actor: Actor,
+    details: Mapping[str, Any],
+    before: Mapping[str, Any],
+    now: datetime | None,
+) -> Op[int]:
+    params = _actor_params(actor, action, now)
+    params.update(
+        namespace=namespace,
+        name=name,
+        target=target,
+        details=Jsonb(dict(details)),
+        before=Jsonb(dict(before)),
+    )
+    return Op("admin_audit_schedule", params, lambda rows: int(rows[0][0]))

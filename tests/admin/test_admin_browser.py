@@ -1,0 +1,133 @@
+"""The console in a real browser: Debian's headless Chromium driven by Playwright. Log in,
+see a schedule fire (fired by the maintenance code at a pinned instant: no waiting), cancel a
+job and retry a dead one through the pages, and find the audit entries. Each main page is
+saved as a screenshot under ``$TICKWORK_ARTIFACTS/screenshots`` (default ``artifacts/``)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import admin_helpers
+import psycopg
+import pytest
+from admin_helpers import XSS
+from aiohttp.test_utils import TestClient
+from playwright.async_api import Browser, Page, async_playwright, expect
+
+import binaries
+import helpers
+import tickwork
+from schedule_helpers import every
+from tickwork.clock import SettableClock
+from tickwork.maintenance import firing
+
+ROOT = Path(__file__).resolve().parents[2]
+SCREENSHOTS = Path(os.environ.get("TICKWORK_ARTIFACTS") or ROOT / "artifacts") / "screenshots"
+
+
+@pytest.fixture
+async def browser() -> AsyncIterator[Browser]:
+    async with async_playwright() as playwright:
+        launched = await playwright.chromium.launch(
+            executable_path=str(binaries.chromium()),
+            headless=True,
+            args=["--no-sandbox", "--disable-background-networking"],
+        )
+        yield launched
+        await launched.close()
+
+
+@pytest.fixture
+async def page(browser: Browser, client: TestClient) -> AsyncIterator[Page]:
+    """A logged-in page (as the operator); a dialog (a script that ran) fails the test."""
+    context = await browser.new_context(
+        base_url=str(client.make_url("")), viewport={"width": 1400, "height": 900}
+    )
+    opened = await context.new_page()
+    dialogs: list[str] = []
+    opened.on("dialog", lambda dialog: dialogs.append(dialog.message))
+    await opened.goto("/jobs")
+    await expect(opened).to_have_title("Log in · tickwork")
+    await opened.get_by_label("Name").fill("alice")
+    await opened.get_by_label("Secret").fill(admin_helpers.OPERATOR_SECRET)
+    await opened.get_by_role("button", name="Log in").click()
+    await expect(opened).to_have_title("Jobs · tickwork")  # back where it was going
+    yield opened
+    await context.close()
+    assert dialogs == [], "a script ran in the console"
+
+
+async def shoot(page: Page, name: str) -> None:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    await page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+
+
+async def test_see_a_schedule_fire(
+    page: Page,
+    app: tickwork.App,
+    aconn: psycopg.AsyncConnection,
+    conn: psycopg.Connection,
+    clock: SettableClock,
+) -> None:
+    app.sync_schedules("billing", [every("tick", 60)])
+    admin_helpers.register_worker(conn, "worker-1", now=clock.now(), namespaces=["billing"])
+    await page.goto("/")
+    await expect(page.get_by_role("cell", name="worker-1")).to_be_visible()
+    await shoot(page, "overview")
+
+    await page.get_by_role("navigation").get_by_role("link", name="Schedules").click()
+    await page.get_by_role("link", name="tick", exact=True).click()
+    await expect(page).to_have_title("Schedule billing/tick · tickwork")
+    await expect(page.get_by_text("No jobs match.")).to_be_visible()
+
+    clock.set(helpers.at(60))
+    report = await firing.run_once(aconn, ["billing"], clock.now())
+    assert report.fired == 1
+    (job,) = app.list_jobs()
+
+    await page.reload()
+    history = page.locator("table").filter(has_text="picked by")
+    await expect(history.get_by_role("link", name=f"#{job.id}")).to_be_visible()
+    await expect(page.get_by_text("2030-01-01 00:01:00Z").first).to_be_visible()
+    await shoot(page, "schedule")
+    await page.goto("/schedules")
+    await shoot(page, "schedules")
+
+
+async def test_cancel_a_job_and_retry_a_dead_one(
+    page: Page, app: tickwork.App, conn: psycopg.Connection
+) -> None:
+    waiting = app.enqueue("report.build", {"note": XSS}, run_at=helpers.at(3600))
+    dead = app.enqueue("report.build", {"n": 2})
+    admin_helpers.make_dead(conn, dead, error=f"ValueError: {XSS}")
+
+    await page.goto(f"/jobs/{waiting}")
+    payload = page.locator("pre.payload")
+    await expect(payload).to_contain_text("<img src=x onerror=alert(1)>")  # text, not run
+    await page.get_by_label("Reason").last.fill("not needed any more")
+    await page.get_by_role("button", name="Cancel job").click()
+    await expect(page.get_by_role("status")).to_have_text("Done.")
+    await expect(page.locator(".status").first).to_have_text("cancelled")
+    audit = page.locator("table").filter(has_text="request id")
+    await expect(audit.get_by_role("cell", name="not needed any more")).to_be_visible()
+    await expect(audit.get_by_role("cell", name="alice")).to_be_visible()
+    await shoot(page, "job")
+
+    await page.goto("/jobs?status=dead")
+    await shoot(page, "jobs")
+    await page.get_by_role("link", name=f"#{dead}").click()
+    await page.get_by_label("Reason").fill("fixed the input")
+    await page.get_by_role("button", name="Retry job").click()
+    await expect(page.get_by_role("status")).to_have_text("Done.")
+    await expect(page.locator(".status").first).to_have_text("available")
+    assert app.get_job(dead).status.value == "available"
+
+    await page.get_by_role("navigation").get_by_role("link", name="Audit").click()
+    entries = page.locator("tbody tr")
+    await expect(entries).to_have_count(2)
+    await expect(entries.first).to_contain_text("retry")
+    await expect(entries.first).to_contain_text("fixed the input")
+    await expect(entries.last).to_contain_text("cancel")
+    await shoot(page, "audit")
