@@ -1,6 +1,6 @@
-"""The architecture, checked: only the database layer imports the driver, pure modules reach
-no database (directly or through another tickwork module), and nothing below the command
-line imports it."""
+"""The architecture, checked: only the database layer imports the driver, only the operator
+imports kopf, pure modules reach no database (directly or through another tickwork module),
+and nothing below the command line imports it."""
 
 from __future__ import annotations
 
@@ -24,6 +24,8 @@ PURE = [
     "tickwork.schedules.manifests",
     "tickwork.schedules.policies",
     "tickwork.worker.retry",
+    "tickwork.operator.translate",
+    "tickwork.operator.desired",
 ]
 """Logic that tests exhaustively without a database."""
 
@@ -90,3 +92,13 @@ def test_nothing_below_the_entry_points_imports_them(module: str) -> None:
 @pytest.mark.parametrize("module", [m for m in _modules() if not m.startswith("tickwork.db")])
 def test_only_the_database_layer_imports_the_driver(module: str) -> None:
     assert not {n for n in _imports(module) if n.split(".")[0] in ("psycopg", "psycopg_pool")}
+
+
+@pytest.mark.parametrize("module", [m for m in _modules() if not m.startswith("tickwork.operator")])
+def test_only_the_operator_imports_kopf(module: str) -> None:
+    assert not {n for n in _imports(module) if n.split(".")[0] == "kopf"}
+
+
+@pytest.mark.parametrize("module", ["tickwork.operator.translate", "tickwork.operator.desired"])
+def test_the_operator_translation_reaches_no_kopf(module: str) -> None:
+    assert not {n for n in _reachable(module) if n.split(".")[0] in ("kopf", "kubernetes")}

@@ -8,14 +8,12 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import pytest
 import yaml
 
 from tickwork.errors import TickworkError
 from tickwork.model import Backoff
 from tickwork.schedules.definition import (
-    MAX_INT,
     ConcurrencyPolicy,
     IntervalMode,
     JobTemplate,
@@ -44,7 +42,7 @@ spec:
   suspend: false
   concurrencyPolicy: Forbid
   startingDeadlineSeconds: 300
-  misfirePolicy: Latest
+  misfirePolicy: CatchUp
   catchUpLimit: 3
   jitterSeconds: 0
   job:
@@ -64,7 +62,7 @@ NIGHTLY_DEFINITION = ScheduleDefinition(
     time_zone="Europe/London",
     concurrency_policy=ConcurrencyPolicy.FORBID,
     starting_deadline_seconds=300,
-    misfire_policy=MisfirePolicy.LATEST,
+    misfire_policy=MisfirePolicy.CATCH_UP,
     catch_up_limit=3,
     job=JobTemplate(
         kind="report.nightly",
@@ -405,254 +403,3 @@ def test_path_errors(tmp_path: Path, setup: Callable[[Path], Path], message: str
     with pytest.raises(ManifestError) as caught:
         load_path(path)
     assert str(caught.value).startswith(message.format(path=path))
-
-
-# --- the CRD and the examples ------------------------------------------------------------
-
-
-def crd() -> dict[str, Any]:
-    document: dict[str, Any] = yaml.safe_load(CRD_PATH.read_text())
-    return document
-
-
-def crd_version() -> dict[str, Any]:
-    [version] = crd()["spec"]["versions"]
-    return version  # type: ignore[no-any-return]
-
-
-def openapi_schema() -> dict[str, Any]:
-    return crd_version()["schema"]["openAPIV3Schema"]  # type: ignore[no-any-return]
-
-
-def to_json_schema(node: dict[str, Any]) -> dict[str, Any]:
-    """The CRD's OpenAPI v3 schema as JSON Schema, strict about unknown fields like the API server.
-
-    ``x-kubernetes-*`` keys are dropped (CEL rules are checked by ``cel_rules`` below).
-    """
-    out = {
-        key: value
-        for key, value in node.items()
-        if not key.startswith("x-kubernetes-") and key not in ("nullable", "properties", "items")
-    }
-    if "properties" in node:
-        out["properties"] = {k: to_json_schema(v) for k, v in node["properties"].items()}
-        if not node.get("x-kubernetes-preserve-unknown-fields"):
-            out["additionalProperties"] = False
-    if "items" in node:
-        out["items"] = to_json_schema(node["items"])
-    if node.get("nullable") and "type" in node:
-        out["type"] = [node["type"], "null"]
-    if node.get("exclusiveMinimum") is True:
-        out["exclusiveMinimum"] = out.pop("minimum")
-    return out
-
-
-# The CEL rules of the CRD, re-stated in Python so that examples and bad manifests can be checked
-# against them; a rule changed in the CRD must be changed here too (test_cel_rules_are_known).
-CEL_RULES: dict[str, Callable[[dict[str, Any]], bool]] = {
-    "has(self.schedule) != has(self.every)": lambda s: ("schedule" in s) != ("every" in s),
-    "!has(self.intervalMode) || has(self.every)": lambda s: "intervalMode" not in s or "every" in s,
-    "self.maxDelaySeconds >= self.baseDelaySeconds": lambda r: (
-        r.get("maxDelaySeconds", 3600) >= r.get("baseDelaySeconds", 30)
-    ),
-}
-
-
-def cel_rules(document: dict[str, Any]) -> list[str]:
-    """The messages of the CRD's CEL rules that ``document`` breaks."""
-    schema = openapi_schema()["properties"]["spec"]
-    spec = document.get("spec", {})
-    retry_schema = schema["properties"]["job"]["properties"]["retryPolicy"]
-    targets = [(schema, spec), (retry_schema, spec.get("job", {}).get("retryPolicy"))]
-    return [
-        rule["message"]
-        for node, value in targets
-        if value is not None
-        for rule in node.get("x-kubernetes-validations", [])
-        if not CEL_RULES[rule["rule"]](value)
-    ]
-
-
-def schema_errors(document: dict[str, Any]) -> list[str]:
-    validator = jsonschema.Draft202012Validator(to_json_schema(openapi_schema()))
-    found = [error.message for error in validator.iter_errors(document)]
-    return found + cel_rules(document)
-
-
-def test_the_examples_exist() -> None:
-    assert 3 <= len(EXAMPLE_FILES) <= 4
-
-
-@pytest.mark.parametrize("path", EXAMPLE_FILES, ids=lambda p: p.name)
-def test_each_example_loads_and_matches_the_crd(path: Path) -> None:
-    [definition] = load_path(path)
-    definition.validate("examples")
-    [document] = yaml.safe_load_all(path.read_text())
-    assert schema_errors(document) == []
-    assert path.read_text().startswith("#"), "each example explains itself"
-
-
-def test_the_examples_directory_loads() -> None:
-    definitions = load_path(EXAMPLES)
-    kinds = {d.job.kind for d in definitions}
-    assert kinds == {"examples.hello", "examples.flaky", "examples.report", "examples.slow"}
-
-
-@pytest.mark.parametrize(
-    "definition",
-    [
-        NIGHTLY_DEFINITION,
-        ScheduleDefinition(name="p", job=JobTemplate(kind="k", payload=None), every=timedelta(90)),
-        ScheduleDefinition(
-            name="p",
-            job=JobTemplate(kind="k", payload=[1, "a"], timeout_seconds=0.25),
-            every=timedelta(seconds=1.5),
-            interval_mode=IntervalMode.FIXED_DELAY,
-        ),
-    ],
-)
-def test_every_canonical_spec_matches_the_crd(definition: ScheduleDefinition) -> None:
-    document = {
-        "apiVersion": "tickwork.io/v1",
-        "kind": "Schedule",
-        "metadata": {"name": definition.name},
-        "spec": definition.to_spec(),
-    }
-    assert schema_errors(document) == []
-
-
-def manifest(**spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "tickwork.io/v1",
-        "kind": "Schedule",
-        "metadata": {"name": "a"},
-        "spec": {"every": "30s", "job": {"kind": "k"}, **spec},
-    }
-
-
-@pytest.mark.parametrize(
-    "document",
-    [
-        manifest(suspend="no"),
-        manifest(concurrencyPolicy="forbid"),
-        manifest(misfirePolicy="Sometimes"),
-        manifest(intervalMode="Fixed"),
-        manifest(every="30"),
-        manifest(every="1 minute"),
-        manifest(startingDeadlineSeconds=0),
-        manifest(catchUpLimit=0),
-        manifest(jitterSeconds=-1),
-        manifest(jitterSeconds=MAX_INT + 1),
-        manifest(timeZone=""),
-        manifest(scheduleNamespace=""),
-        manifest(unknown=1),
-        manifest(job={"queue": "q"}),
-        manifest(job={"kind": ""}),
-        manifest(job={"kind": "k", "priority": -1}),
-        manifest(job={"kind": "k", "priority": 1.5}),
-        manifest(job={"kind": "k", "maxAttempts": 0}),
-        manifest(job={"kind": "k", "timeoutSeconds": 0}),
-        manifest(job={"kind": "k", "retryPolicy": {"backoffRate": 0.5}}),
-        manifest(job={"kind": "k", "retryPolicy": {"baseDelaySeconds": 10, "maxDelaySeconds": 5}}),
-        manifest(job={"kind": "k", "attempts": 3}),
-        manifest(schedule="@daily"),
-        {**manifest(), "spec": {"job": {"kind": "k"}}},
-        {
-            **manifest(),
-            "spec": {"schedule": "@daily", "intervalMode": "FixedRate", "job": {"kind": "k"}},
-        },
-        {k: v for k, v in manifest().items() if k != "spec"},
-    ],
-)
-def test_invalid_manifests_are_rejected_by_the_crd_and_by_the_loader(
-    document: dict[str, Any],
-) -> None:
-    assert schema_errors(document) != []
-    with pytest.raises(ManifestError):
-        load_documents(yaml.safe_dump(document), "bad.yaml")
-
-
-def test_cel_rules_are_known() -> None:
-    spec = openapi_schema()["properties"]["spec"]
-    retry = spec["properties"]["job"]["properties"]["retryPolicy"]
-    rules = {rule["rule"] for node in (spec, retry) for rule in node["x-kubernetes-validations"]}
-    assert rules == set(CEL_RULES)
-
-
-def test_crd_identity() -> None:
-    document = crd()
-    assert document["apiVersion"] == "apiextensions.k8s.io/v1"
-    assert document["metadata"]["name"] == "schedules.tickwork.io"
-    spec = document["spec"]
-    assert spec["group"] == "tickwork.io"
-    assert spec["scope"] == "Namespaced"
-    assert spec["names"]["kind"] == "Schedule"
-    assert spec["names"]["listKind"] == "ScheduleList"
-    assert spec["names"]["plural"] == "schedules"
-    assert "tws" in spec["names"]["shortNames"]
-    version = crd_version()
-    assert (version["name"], version["served"], version["storage"]) == ("v1", True, True)
-    assert version["subresources"] == {"status": {}}
-
-
-def test_the_crd_is_a_valid_kubernetes_object() -> None:
-    kubernetes_validate = pytest.importorskip("kubernetes_validate")
-    kubernetes_validate.validate(crd(), "1.33.0", strict=True)
-
-
-def test_printer_columns() -> None:
-    columns = {c["name"]: c for c in crd_version()["additionalPrinterColumns"]}
-    main = [name for name, c in columns.items() if not c.get("priority")]
-    assert main == ["Schedule", "Every", "Suspend", "Revision", "Next Run", "Last Schedule", "Age"]
-    assert columns["Next Run"]["jsonPath"] == ".status.nextRunTime"
-    assert columns["Age"]["jsonPath"] == ".metadata.creationTimestamp"
-
-
-def test_crd_fields_are_the_spec_fields() -> None:
-    spec = openapi_schema()["properties"]["spec"]
-    full = ScheduleDefinition.from_spec(
-        "a", {**NIGHTLY_DEFINITION.to_spec(), "schedule": None, "every": "1m"}
-    ).to_spec()
-    assert set(spec["properties"]) == {*full, "schedule", "scheduleNamespace"}
-    job = spec["properties"]["job"]
-    assert set(job["properties"]) == set(full["job"])
-    assert set(job["properties"]["retryPolicy"]["properties"]) == set(full["job"]["retryPolicy"])
-    assert spec["required"] == ["job"]
-    assert job["required"] == ["kind"]
-    assert job["properties"]["payload"]["x-kubernetes-preserve-unknown-fields"] is True
-
-
-def test_crd_enums_and_defaults_are_the_definition_ones() -> None:
-    spec = openapi_schema()["properties"]["spec"]["properties"]
-    assert spec["concurrencyPolicy"]["enum"] == [p.value for p in ConcurrencyPolicy]
-    assert spec["misfirePolicy"]["enum"] == [p.value for p in MisfirePolicy]
-    assert spec["intervalMode"]["enum"] == [p.value for p in IntervalMode]
-    defaults = ScheduleDefinition(name="a", job=JobTemplate(kind="k"), schedule="@daily").to_spec()
-    crd_defaults = {key: node["default"] for key, node in spec.items() if "default" in node}
-    assert crd_defaults == {k: v for k, v in defaults.items() if k not in ("schedule", "job")}
-    job = spec["job"]["properties"]
-    job_defaults = {key: node["default"] for key, node in job.items() if "default" in node}
-    assert job_defaults == {
-        k: v for k, v in defaults["job"].items() if k not in ("kind", "payload")
-    }
-    retry = job["retryPolicy"]["properties"]
-    assert {key: node["default"] for key, node in retry.items()} == {
-        "baseDelaySeconds": Backoff().base,
-        "backoffRate": Backoff().rate,
-        "maxDelaySeconds": Backoff().max,
-    }
-
-
-def test_crd_status_fields() -> None:
-    status = openapi_schema()["properties"]["status"]["properties"]
-    assert set(status) == {
-        "observedGeneration",
-        "revision",
-        "nextRunTime",
-        "lastScheduleTime",
-        "lastSuccessfulTime",
-        "active",
-        "skippedOccurrences",
-        "conditions",
-    }
-    assert status["conditions"]["x-kubernetes-list-map-keys"] == ["type"]

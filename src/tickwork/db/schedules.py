@@ -385,3 +385,31 @@ def list_schedules(namespace: str | None, name: str | None = None) -> Op[list[Sc
         {"namespace": namespace, "name": name},
         lambda rows: [_schedule_row(row) for row in rows],
     )
+
+
+# --- the operator ---------------------------------------------------------------------------
+
+
+def owned_namespaces(owner: str) -> Op[list[str]]:
+    """The schedule namespaces whose recorded owner is ``owner``."""
+    return Op("schedule_namespaces_owned", {"owner": owner}, _names)
+
+
+@dataclass(frozen=True)
+class OpenJob:
+    """A pending or running job of a schedule (the operator's ``status.active``)."""
+
+    namespace: str
+    name: str
+    id: JobId
+    status: JobStatus
+    occurrence_at: datetime | None
+
+
+def open_job_list(namespaces: Sequence[str], limit: int) -> Op[list[OpenJob]]:
+    """Pending and running schedule jobs of ``namespaces`` (at most ``limit``), by schedule."""
+    return Op(
+        "schedule_open_job_list",
+        {"namespaces": list(namespaces), "limit": limit},
+        lambda rows: [OpenJob(r[0], r[1], r[2], JobStatus(r[3]), r[4]) for r in rows],
+    )

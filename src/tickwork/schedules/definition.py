@@ -235,6 +235,14 @@ class ScheduleDefinition:
         raise self._error(path, reason)
 
 
+def check_manifest_rules(name: str, spec: Mapping[str, Any]) -> None:
+    """The cross-field rules a *manifest* must follow beyond :meth:`ScheduleDefinition.from_spec`
+    (the CRD's CEL rules say the same): ``catchUpLimit`` only with ``misfirePolicy: CatchUp``.
+    Stored canonical specs always carry ``catchUpLimit``, so ``from_spec`` does not check this."""
+    if spec.get("catchUpLimit") is not None and spec.get("misfirePolicy") != "CatchUp":
+        raise DefinitionError(name, "spec.catchUpLimit", "is only valid with misfirePolicy CatchUp")
+
+
 def validate_all(namespace: str, definitions: Sequence[ScheduleDefinition]) -> None:
     """Validate each definition, and that no two share a name."""
     seen: set[str] = set()

@@ -16,7 +16,11 @@ from typing import Any
 import yaml
 
 from tickwork.errors import TickworkError
-from tickwork.schedules.definition import DefinitionError, ScheduleDefinition
+from tickwork.schedules.definition import (
+    DefinitionError,
+    ScheduleDefinition,
+    check_manifest_rules,
+)
 
 API_VERSION = "tickwork.io/v1"
 KIND = "Schedule"
@@ -118,6 +122,7 @@ def _load(text: str, source: str, namespace: str | None) -> list[tuple[str, Sche
         wanted = target_namespace(document)
         try:
             definition = ScheduleDefinition.from_spec(name, document["spec"])
+            check_manifest_rules(name, document["spec"])
             definition.validate(namespace or wanted or "default")
         except DefinitionError as error:
             raise ManifestError(label, f"{error.field}: {error.reason}") from None

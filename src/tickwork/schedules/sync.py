@@ -14,7 +14,7 @@ what the suspended stretch still fires.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -116,8 +116,11 @@ def plan(
     *,
     prune: bool,
     now: datetime,
+    protect: Collection[str] = frozenset(),
 ) -> Plan:
-    """What a sync writes, given the stored rows (pure)."""
+    """What a sync writes, given the stored rows (pure). Pruning spares the names in
+    ``protect`` (the operator's Schedules whose current spec is invalid keep their last
+    valid definition)."""
     report = SyncReport()
     creates: list[db.ScheduleWrite] = []
     updates: list[db.ScheduleWrite] = []
@@ -160,7 +163,11 @@ def plan(
         )
     if prune:
         listed = {d.name for d in definitions}
-        report.disabled.extend(row.name for row in stored if row.enabled and row.name not in listed)
+        report.disabled.extend(
+            row.name
+            for row in stored
+            if row.enabled and row.name not in listed and row.name not in protect
+        )
     return Plan(report, creates, updates)
 
 
@@ -174,9 +181,11 @@ def sync(
     take_over: bool,
     dry_run: bool,
     now: datetime | None,
+    protect: Collection[str] = frozenset(),
 ) -> SyncReport:
     """Validate, then apply :func:`plan` in one transaction on ``conn`` (rolled back when
-    ``dry_run``). Raises DefinitionError or NamespaceOwned before anything is written."""
+    ``dry_run``). Raises DefinitionError or NamespaceOwned before anything is written.
+    Pruning spares the names in ``protect``."""
     check_namespace(namespace)
     if not owner.strip():
         raise InvalidInput("owner", "must not be empty")
@@ -191,7 +200,7 @@ def sync(
                 )
             store.run(conn, db.take_over_namespace(namespace, owner, now))
         stored = store.run(conn, db.lock_schedules(namespace))
-        result = plan(namespace, definitions, stored, prune=prune, now=lock.now)
+        result = plan(namespace, definitions, stored, prune=prune, now=lock.now, protect=protect)
         if result.creates:
             store.run(conn, db.insert_schedules(namespace, result.creates, now))
             if len(result.creates) >= ANALYZE_AFTER:

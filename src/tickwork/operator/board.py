@@ -1,0 +1,61 @@
+"""The rows read back from PostgreSQL for the objects' status, refreshed every
+``interval`` seconds and right after each sync round (one query for the schedules, one for
+their open jobs, whatever the number of objects)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Collection
+
+from tickwork import metrics
+from tickwork.db.schedules import OpenJob, ScheduleRow
+from tickwork.logs import fields
+from tickwork.operator.database import Database, DatabaseError
+
+log = logging.getLogger(__name__)
+
+Key = tuple[str, str]
+"""(schedule namespace, name)."""
+
+
+class Board:
+    def __init__(self, database: Database, namespaces: Callable[[], Collection[str]]) -> None:
+        self.database = database
+        self.namespaces = namespaces
+        self.rows: dict[Key, ScheduleRow] = {}
+        self.active: dict[Key, list[OpenJob]] = {}
+        self.error: str | None = None
+        """Why the last refresh failed (the database is unavailable), else None."""
+        self._wake = asyncio.Event()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    async def run(self, interval: float, on_refresh: Callable[[], None]) -> None:
+        while True:
+            self._wake.clear()
+            await self.refresh()
+            on_refresh()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), interval)
+
+    async def refresh(self) -> None:
+        namespaces = set(self.namespaces())
+        try:
+            rows = await self.database.schedules()
+            jobs = await self.database.open_jobs(sorted(namespaces))
+        except DatabaseError as error:
+            metrics.OPERATOR_ERRORS.labels("database").inc()
+            reason = " ".join(str(error).split()) or type(error).__name__
+            if self.error is None:
+                log.warning("status refresh failed: %s", reason, extra=fields(action="status"))
+            self.error = f"database unavailable: {reason}"
+        else:
+            self.rows = {(r.namespace, r.name): r for r in rows if r.namespace in namespaces}
+            active: dict[Key, list[OpenJob]] = {}
+            for job in jobs:
+                active.setdefault((job.namespace, job.name), []).append(job)
+            self.active = active
+            self.error = None

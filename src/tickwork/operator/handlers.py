@@ -1,0 +1,195 @@
+"""kopf registration: every handler is a closure over one :class:`Runtime`, registered in the
+:class:`kopf.OperatorRegistry` given (no module-level state).
+
+* ``desired`` (index): each object's :class:`~tickwork.operator.desired.Entry`, keyed by its
+  schedule namespace. kopf runs no other handler before every watched resource's initial
+  listing is indexed.
+* ``changed`` (every watch event): wakes the syncer.
+* ``deleted`` (finalizer): returns once a sync without the object committed, so its
+  definition is disabled before the object goes.
+* ``report`` (timer): patches the status when it differs, and posts a Warning Event when the
+  Ready condition turns to a failure (InvalidSpec, SyncFailed).
+* startup/cleanup: the syncer and status loops; login: service account, else kubeconfig.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import kopf
+
+from tickwork import metrics
+from tickwork.logs import fields
+from tickwork.operator import listing, status
+from tickwork.operator.board import Board
+from tickwork.operator.config import GROUP, PLURAL, VERSION, OperatorConfig
+from tickwork.operator.database import Database
+from tickwork.operator.desired import Entry, entry_of
+from tickwork.operator.syncer import Outcome, Syncer
+
+log = logging.getLogger(__name__)
+
+SETTLE_SECONDS = 10.0
+"""How long a deletion waits for its sync before kopf retries the handler."""
+RETRY_DELETION_SECONDS = 2.0
+"""A deletion that found the database unavailable asks again this often (cheap: the syncer
+decides when to really try)."""
+
+
+class Runtime:
+    """The operator's moving parts for one run: the syncer and the status board."""
+
+    def __init__(self, config: OperatorConfig, database: Database) -> None:
+        self.config = config
+        self.database = database
+        self.index: kopf.Index[str, Entry] | None = None
+        self.board = Board(database, self._namespaces)
+        self.syncer = Syncer(
+            database,
+            self.entries,
+            owner=config.owner,
+            coalesce_seconds=config.coalesce_seconds,
+            coalesce_max_seconds=config.coalesce_max_seconds,
+            retry_max_seconds=config.retry_max_seconds,
+            on_round=self.board.wake,
+        )
+        self.lister = listing.Lister(config.namespaces)
+        self._seen: dict[tuple[str, str], tuple[Any, ...]] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def entries(self) -> Iterator[Entry]:
+        if self.index is None:
+            return
+        for namespace in self.index:
+            yield from self.index[namespace]
+
+    def observe(self, event_type: str | None, body: kopf.Body) -> None:
+        """Wake the syncer when what the sync depends on changed (not on status patches)."""
+        key = (body.metadata.namespace or "", body.metadata.name or "")
+        if event_type == "DELETED":
+            self._seen.pop(key, None)
+            self.syncer.notify()
+            return
+        spec = json.dumps(dict(body.spec), sort_keys=True, default=str)
+        seen = (body.metadata.uid, body.metadata.deletion_timestamp, spec)
+        if self._seen.get(key) != seen:
+            self._seen[key] = seen
+            self.syncer.notify()
+
+    def _namespaces(self) -> set[str]:
+        return set(self.syncer.desired.namespaces)
+
+    def alive(self) -> str | None:
+        """None while the loops run; otherwise what stopped (for /healthz)."""
+        for task in self._tasks:
+            if task.done():
+                return f"{task.get_name()} stopped"
+        return None
+
+    def start(self, index: kopf.Index[str, Entry]) -> None:
+        self.index = index
+        barrier = lambda: listing.wait_for_complete_view(  # noqa: E731
+            self.lister.keys,
+            self._indexed_keys,
+            interval=self.config.listing_interval,
+            on_error=self._listing_failed,
+        )
+        self._tasks = [
+            asyncio.create_task(self.syncer.run(barrier), name="syncer"),
+            asyncio.create_task(
+                self.board.run(self.config.status_interval, self._count), name="status board"
+            ),
+        ]
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def _indexed_keys(self) -> set[listing.ListedKey]:
+        return {(e.key[0], e.key[1], e.uid) for e in self.entries()}
+
+    def _listing_failed(self, error: Exception) -> None:
+        metrics.OPERATOR_ERRORS.labels("watch").inc()
+        log.warning("listing Schedules failed: %s", error, extra=fields(action="retry"))
+
+    def ready(self, entry: Entry) -> status.Ready:
+        return status.ready(
+            entry,
+            conflict=self.syncer.desired.conflicts.get(entry.key),
+            state=self.syncer.state(entry.translation.namespace),
+            database_error=self.board.error,
+        )
+
+    def _count(self) -> None:
+        counts = dict.fromkeys(("True", "False", "Unknown"), 0)
+        for entry in self.entries():
+            if not entry.deleting:
+                counts[self.ready(entry).status] += 1
+        for value, count in counts.items():
+            metrics.OPERATOR_SCHEDULES.labels(value).set(count)
+
+    def report(self, body: kopf.Body, current: dict[str, Any]) -> dict[str, Any]:
+        """The status patch for one object, posting Events on transitions."""
+        entry = entry_of(body)
+        condition = self.ready(entry)
+        key = (entry.translation.namespace, entry.translation.name)
+        found = status.facts(self.board.rows.get(key), self.board.active.get(key, ()))
+        changes = status.patch(current, entry, condition, found, datetime.now(UTC))
+        before = status.previous(current)
+        if condition.failed and (before is None or before.message != condition.message):
+            reason = "InvalidSpec" if condition.reason == "InvalidSpec" else "SyncFailed"
+            kopf.event(body, type="Warning", reason=reason, message=condition.message)
+        return changes
+
+
+def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
+    resource = (GROUP, VERSION, PLURAL)
+
+    @kopf.on.login(registry=registry)
+    def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+        return kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
+
+    @kopf.index(*resource, id="desired", registry=registry)
+    async def desired(body: kopf.Body, **_: Any) -> dict[str, Entry]:
+        entry = entry_of(body)
+        return {entry.translation.namespace: entry}
+
+    @kopf.on.startup(registry=registry)
+    async def start(**kwargs: Any) -> None:
+        runtime.start(kwargs["desired"])  # the index, passed by its id
+
+    @kopf.on.cleanup(registry=registry)
+    async def stop(**_: Any) -> None:
+        await runtime.stop()
+
+    @kopf.on.event(*resource, registry=registry)
+    async def changed(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
+        runtime.observe(event.get("type"), body)
+
+    @kopf.on.delete(*resource, registry=registry)
+    async def deleted(body: kopf.Body, **_: Any) -> None:
+        translation = entry_of(body).translation
+        try:
+            state = await runtime.syncer.settle(
+                translation.namespace, translation.name, SETTLE_SECONDS
+            )
+        except TimeoutError:
+            raise kopf.TemporaryError("waiting for the sync that disables it", delay=1) from None
+        if state is None or state.outcome is Outcome.SYNCED:
+            return
+        if state.outcome is Outcome.DATABASE_UNAVAILABLE:
+            raise kopf.TemporaryError(state.message, delay=RETRY_DELETION_SECONDS)
+        message = f"deleted without disabling its definition: {state.message}"
+        kopf.event(body, type="Warning", reason="SyncFailed", message=message)
+
+    @kopf.timer(*resource, interval=runtime.config.status_interval, registry=registry)
+    async def report(body: kopf.Body, status: kopf.Status, patch: kopf.Patch, **_: Any) -> None:
+        changes = runtime.report(body, dict(status))
+        if changes:
+            patch.status.update(changes)

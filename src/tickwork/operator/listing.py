@@ -1,0 +1,91 @@
+"""The complete-view barrier: no pruning until the index holds every Schedule that exists.
+
+After a start, kopf fills its index from a listing and a watch; until that is done, a
+namespace's view is partial and pruning it would disable Schedules that still exist. So before
+its first sync the operator lists the Schedules itself (through the official client, logged in
+the way kubectl does: the in-cluster service account, else ``$KUBECONFIG``) and waits until
+every object listed is in the index. Objects created after that list are either in the index
+or not in PostgreSQL yet; objects deleted since are gone from the next list. Afterwards the
+index only loses an entry when its object is gone, so a broken watch leaves a stale superset
+(which prunes nothing wrongly), never a partial view.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import kubernetes
+
+from tickwork.operator.config import GROUP, PLURAL, VERSION
+
+log = logging.getLogger(__name__)
+
+ListedKey = tuple[str, str, str | None]
+"""(namespace, name, uid) of a Schedule object."""
+
+
+def api_client() -> kubernetes.client.ApiClient:
+    """A client with the in-cluster service account, else the kubeconfig (``$KUBECONFIG``)."""
+    configuration = kubernetes.client.Configuration()
+    try:
+        kubernetes.config.load_incluster_config(  # type: ignore[no-untyped-call]
+            client_configuration=configuration
+        )
+    except kubernetes.config.ConfigException:
+        kubernetes.config.load_kube_config(  # type: ignore[no-untyped-call]
+            config_file=os.environ.get("KUBECONFIG"), client_configuration=configuration
+        )
+    return kubernetes.client.ApiClient(configuration)
+
+
+class Lister:
+    """Lists the Schedules of the watched namespaces (all when ``namespaces`` is empty)."""
+
+    def __init__(self, namespaces: Sequence[str]) -> None:
+        self.namespaces = tuple(namespaces)
+
+    def keys(self) -> set[ListedKey]:
+        with api_client() as client:
+            api = kubernetes.client.CustomObjectsApi(client)
+            pages: list[Any]
+            if not self.namespaces:
+                pages = [api.list_cluster_custom_object(GROUP, VERSION, PLURAL)]
+            else:
+                pages = [
+                    api.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL)
+                    for namespace in self.namespaces
+                ]
+        return {
+            (
+                item["metadata"].get("namespace", ""),
+                item["metadata"]["name"],
+                item["metadata"].get("uid"),
+            )
+            for page in pages
+            for item in page.get("items", [])
+        }
+
+
+async def wait_for_complete_view(
+    listed: Callable[[], set[ListedKey]],
+    indexed: Callable[[], set[ListedKey]],
+    *,
+    interval: float,
+    on_error: Callable[[Exception], None],
+) -> None:
+    """Return once every object ``listed`` returns is ``indexed``; list again until then."""
+    while True:
+        try:
+            missing = await asyncio.to_thread(listed)
+        except Exception as error:  # the API server is unreachable: try again
+            on_error(error)
+        else:
+            missing -= indexed()
+            if not missing:
+                return
+            log.info("waiting for %d Schedules to be indexed before syncing", len(missing))
+        await asyncio.sleep(interval)

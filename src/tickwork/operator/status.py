@@ -1,0 +1,137 @@
+"""The status a Schedule object should show, and the smallest merge patch that gets it there
+(pure).
+
+Facts come from the stored row (revision, next run, last occurrence, last success, skipped
+occurrences, open jobs); the ``Ready`` condition says whether the object's current spec is
+what PostgreSQL holds: ``Synced`` (True), ``InvalidSpec``, ``NamespaceOwnedElsewhere``,
+``DatabaseUnavailable`` (False), or ``Pending`` (Unknown: not synced yet).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from tickwork.db.schedules import OpenJob, ScheduleRow
+from tickwork.operator.desired import Entry
+from tickwork.operator.syncer import NamespaceState, Outcome
+
+ACTIVE_SHOWN = 10
+"""At most this many open jobs are listed in ``status.active``."""
+
+FACTS = (
+    "revision",
+    "nextRunAt",
+    "lastScheduleTime",
+    "lastSuccessfulTime",
+    "skippedOccurrences",
+    "active",
+)
+
+
+@dataclass(frozen=True)
+class Ready:
+    status: str
+    """True, False or Unknown."""
+    reason: str
+    message: str
+
+    @property
+    def failed(self) -> bool:
+        return self.status == "False"
+
+
+def ready(
+    entry: Entry,
+    *,
+    conflict: str | None,
+    state: NamespaceState | None,
+    database_error: str | None,
+) -> Ready:
+    translation = entry.translation
+    if translation.error is not None:
+        return Ready("False", "InvalidSpec", translation.error)
+    if conflict is not None:
+        return Ready("False", "InvalidSpec", conflict)
+    definition, name = translation.definition, translation.name
+    attempted = state is not None and state.attempted.definition(name) == definition
+    if state is not None and attempted and state.outcome is not Outcome.SYNCED:
+        return Ready("False", str(state.outcome), state.message)
+    if database_error is not None:
+        return Ready("False", str(Outcome.DATABASE_UNAVAILABLE), database_error)
+    if (
+        state is not None
+        and state.synced is not None
+        and state.synced.definition(name) == definition
+    ):
+        return Ready("True", str(Outcome.SYNCED), "the definition in PostgreSQL is current")
+    return Ready("Unknown", "Pending", "waiting for the sync")
+
+
+def facts(row: ScheduleRow | None, active: Sequence[OpenJob]) -> dict[str, Any]:
+    """The stored row's fields as status fields (None: absent)."""
+    if row is None:
+        return dict.fromkeys(FACTS)
+    return {
+        "revision": row.revision,
+        "nextRunAt": timestamp(row.next_run_at),
+        "lastScheduleTime": timestamp(row.last_occurrence_at),
+        "lastSuccessfulTime": timestamp(row.last_success_at),
+        "skippedOccurrences": row.skipped_occurrences,
+        "active": [
+            {"id": job.id, "status": str(job.status), "occurrenceAt": timestamp(job.occurrence_at)}
+            for job in active[:ACTIVE_SHOWN]
+        ]
+        or None,
+    }
+
+
+def patch(
+    current: Mapping[str, Any],
+    entry: Entry,
+    condition: Ready,
+    found: Mapping[str, Any],
+    now: datetime,
+) -> dict[str, Any]:
+    """The merge patch of ``status`` (empty when nothing changed). ``observedGeneration`` moves
+    only when the outcome is decided for this generation (Synced or InvalidSpec)."""
+    wanted = dict(found)
+    if condition.reason in (str(Outcome.SYNCED), "InvalidSpec") and entry.generation is not None:
+        wanted["observedGeneration"] = entry.generation
+    old = _ready_condition(current)
+    same = old is not None and old.get("status") == condition.status
+    transition = old.get("lastTransitionTime") if same and old is not None else None
+    wanted["conditions"] = [
+        {
+            "type": "Ready",
+            "status": condition.status,
+            "reason": condition.reason,
+            "message": condition.message,
+            "lastTransitionTime": transition or timestamp(now),
+        }
+    ]
+    return {key: value for key, value in wanted.items() if current.get(key) != value}
+
+
+def previous(current: Mapping[str, Any]) -> Ready | None:
+    """The Ready condition the object shows now, if any."""
+    old = _ready_condition(current)
+    if old is None:
+        return None
+    return Ready(str(old.get("status")), str(old.get("reason")), str(old.get("message")))
+
+
+def _ready_condition(current: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    for condition in current.get("conditions") or ():
+        if isinstance(condition, Mapping) and condition.get("type") == "Ready":
+            return condition
+    return None
+
+
+def timestamp(value: datetime | None) -> str | None:
+    """RFC 3339 in UTC, whole seconds (as Kubernetes writes times)."""
+    if value is None:
+        return None
+    return value.astimezone(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")

@@ -1,0 +1,264 @@
+"""The operator's parts without kopf: translation, grouping, status, the syncer's coalescing,
+retries and deletion wait (against a fake database), and sync's protected names (real one)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import kopf
+import psycopg
+import pytest
+
+import tickwork
+from tickwork.cli import build_parser, main
+from tickwork.cli.operator import build_config
+from tickwork.errors import ConfigurationError
+from tickwork.operator import runner, status, webhook
+from tickwork.operator.config import OperatorConfig
+from tickwork.operator.database import Database
+from tickwork.operator.desired import Entry, entry_of, group
+from tickwork.operator.syncer import Outcome, Syncer
+from tickwork.schedules import sync
+from tickwork.schedules.definition import ScheduleDefinition
+from tickwork.schedules.sync import SyncReport
+
+SPEC: dict[str, Any] = {"schedule": "0 * * * *", "job": {"kind": "k"}}
+
+
+def body(name: str, spec: Any = SPEC, namespace: str = "ns", **metadata: Any) -> dict[str, Any]:
+    meta = {"name": name, "namespace": namespace, "uid": f"uid-{name}", **metadata}
+    return {"apiVersion": "tickwork.io/v1", "kind": "Schedule", "metadata": meta, "spec": spec}
+
+
+# --- translation and grouping ---------------------------------------------------------------
+
+
+def test_entries_translate_and_name_the_bad_field() -> None:
+    good = entry_of(body("a", generation=3))
+    assert good.translation.definition is not None and good.translation.error is None
+    assert good.generation == 3
+    bad = entry_of(body("b", {"schedule": "0 * * *", "job": {"kind": "k"}}))
+    assert bad.translation.definition is None
+    assert bad.translation.error is not None and bad.translation.error.startswith("spec.schedule")
+    moved = entry_of(body("c", {**SPEC, "scheduleNamespace": "billing"}))
+    assert moved.translation.namespace == "billing"
+    assert entry_of({"metadata": {"name": "d", "namespace": "ns"}}).translation.error == (
+        "spec: is required and must be a mapping"
+    )
+
+
+def test_group_protects_invalid_drops_deleting_and_reports_conflicts() -> None:
+    state = group(
+        [
+            entry_of(body("a")),
+            entry_of(body("b", {"every": "x", "job": {"kind": "k"}})),
+            entry_of(body("gone", deletionTimestamp="2026-01-01T00:00:00Z")),
+            entry_of(body("dup", {**SPEC, "scheduleNamespace": "ns"}, namespace="other")),
+            entry_of(body("dup")),
+        ]
+    )
+    desired = state.namespaces["ns"]
+    assert [d.name for d in desired.definitions] == ["a", "dup"]
+    assert desired.protected == frozenset({"b"})
+    assert not desired.lists("gone")
+    assert list(state.conflicts) == [("other", "dup")]
+
+
+# --- status ---------------------------------------------------------------------------------
+
+
+def test_status_patch_only_carries_changes_and_keeps_the_transition_time() -> None:
+    entry = entry_of(body("a", generation=2))
+    ready = status.Ready("True", "Synced", "ok")
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    facts = status.facts(None, [])
+    first = status.patch({}, entry, ready, facts, now)
+    assert first["observedGeneration"] == 2
+    assert first["conditions"][0]["lastTransitionTime"] == "2026-01-01T00:00:00Z"
+    current = {**first}
+    later = datetime(2026, 1, 2, tzinfo=UTC)
+    assert status.patch(current, entry, ready, facts, later) == {}
+    failed = status.patch(current, entry, status.Ready("False", "InvalidSpec", "x"), facts, later)
+    assert failed["conditions"][0]["lastTransitionTime"] == "2026-01-02T00:00:00Z"
+
+
+# --- the syncer -------------------------------------------------------------------------------
+
+
+class FakeDatabase(Database):
+    def __init__(self) -> None:
+        super().__init__("postgresql://unused")
+        self.calls: list[tuple[str, list[str], frozenset[str]]] = []
+        self.failing = False
+
+    async def sync(
+        self,
+        namespace: str,
+        definitions: Sequence[ScheduleDefinition],
+        *,
+        protect: frozenset[str],
+        owner: str,
+    ) -> SyncReport:
+        if self.failing:
+            raise psycopg.OperationalError("connection refused")
+        self.calls.append((namespace, [d.name for d in definitions], protect))
+        return SyncReport()
+
+    async def owned_namespaces(self, owner: str) -> list[str]:
+        return ["old"]
+
+
+async def run_syncer(entries: list[Entry]) -> tuple[Syncer, FakeDatabase, asyncio.Task[None]]:
+    database = FakeDatabase()
+
+    async def complete() -> None:
+        return None
+
+    syncer = Syncer(
+        database,
+        lambda: entries,
+        owner="operator:test",
+        coalesce_seconds=0.05,
+        coalesce_max_seconds=0.5,
+        retry_max_seconds=0.2,
+        on_round=lambda: None,
+    )
+    task = asyncio.create_task(syncer.run(complete))
+    await asyncio.wait_for(syncer.ready.wait(), 5)
+    return syncer, database, task
+
+
+async def until(condition: Any) -> None:
+    async with asyncio.timeout(5):
+        while not condition():
+            await asyncio.sleep(0.01)
+
+
+async def test_a_burst_costs_one_sync_and_owned_namespaces_are_pruned() -> None:
+    entries: list[Entry] = []
+    syncer, database, task = await run_syncer(entries)
+    try:
+        await until(lambda: ("old", [], frozenset()) in database.calls)
+        database.calls.clear()
+        for i in range(200):
+            entries.append(entry_of(body(f"s{i:03d}")))
+            syncer.notify()
+            await asyncio.sleep(0)
+        await until(lambda: database.calls)
+        await asyncio.sleep(0.2)
+        assert len(database.calls) == 1
+        assert len(database.calls[0][1]) == 200
+        state = syncer.state("ns")
+        assert state is not None and state.outcome is Outcome.SYNCED
+    finally:
+        task.cancel()
+
+
+async def test_a_failed_sync_is_retried_and_a_deletion_waits_for_it() -> None:
+    entries = [entry_of(body("a")), entry_of(body("b"))]
+    syncer, database, task = await run_syncer(entries)
+    try:
+        await until(lambda: syncer.state("ns") is not None)
+        database.failing = True
+        entries[1] = entry_of(body("b", deletionTimestamp="2026-01-01T00:00:00Z"))
+        state = await syncer.settle("ns", "b", timeout=5)
+        assert state is not None and state.outcome is Outcome.DATABASE_UNAVAILABLE
+        database.failing = False
+        await until(lambda: (syncer.state("ns") or state).outcome is Outcome.SYNCED)
+        assert database.calls[-1] == ("ns", ["a"], frozenset())
+        settled = await syncer.settle("ns", "b", timeout=5)
+        assert settled is not None and settled.outcome is Outcome.SYNCED
+        assert settled.synced is not None and not settled.synced.lists("b")
+    finally:
+        task.cancel()
+
+
+# --- sync's protected names, in PostgreSQL ------------------------------------------------------
+
+
+def test_pruning_spares_protected_names(database_url: str) -> None:
+    app = tickwork.App(database_url)
+    try:
+        definitions = [entry_of(body(n)).translation.definition for n in ("a", "b")]
+        assert all(definitions)
+        app.sync_schedules("ns", definitions, owner="o")  # type: ignore[arg-type]
+        with app.connection() as conn:
+            report = sync.sync(
+                conn,
+                "ns",
+                definitions[:1],  # type: ignore[arg-type]
+                prune=True,
+                owner="o",
+                take_over=False,
+                dry_run=False,
+                now=None,
+                protect=frozenset({"b"}),
+            )
+        assert report.disabled == []
+        assert app.get_schedule("ns", "b").enabled
+    finally:
+        app.close()
+
+
+@pytest.mark.parametrize("reason", ["InvalidSpec", "DatabaseUnavailable"])
+def test_previous_reads_the_ready_condition(reason: str) -> None:
+    current = {"conditions": [{"type": "Ready", "status": "False", "reason": reason}]}
+    previous = status.previous(current)
+    assert previous is not None and previous.reason == reason and previous.failed
+
+
+# --- the admission webhook ------------------------------------------------------------------
+
+
+def test_the_webhook_refuses_what_the_operator_would_mark_invalid() -> None:
+    webhook.check(body("a"))
+    with pytest.raises(kopf.AdmissionError) as caught:
+        webhook.check(
+            body("a", {"schedule": "0 3 * * *", "timeZone": "Mars/Base", "job": {"kind": "k"}})
+        )
+    assert str(caught.value).startswith("spec.timeZone:")
+
+
+def test_the_webhook_is_off_unless_enabled(database_url: str) -> None:
+    assert runner.operator_settings(OperatorConfig(database_url)).admission.server is None
+    on = runner.operator_settings(OperatorConfig(database_url, webhook=True, webhook_port=9999))
+    assert on.admission.server is not None and on.admission.managed == webhook.CONFIGURATION_NAME
+
+
+# --- the command line ---------------------------------------------------------------------------
+
+
+def test_flags_win_over_variables_which_win_over_defaults() -> None:
+    parser = build_parser()
+    args = parser.parse_args(["operator", "--namespace", "a", "--namespace", "b", "--standalone"])
+    env = {
+        "TICKWORK_DATABASE_URL": "postgresql://db/x",
+        "TICKWORK_CLUSTER_NAME": "prod",
+        "TICKWORK_NAMESPACE": "ignored",
+        "TICKWORK_STATUS_INTERVAL": "2.5",
+        "TICKWORK_WEBHOOK": "true",
+    }
+    config = build_config(args, env)
+    assert config.namespaces == ("a", "b")
+    assert config.standalone and config.webhook
+    assert (config.cluster_name, config.owner) == ("prod", "operator:prod")
+    assert config.status_interval == 2.5
+    assert (config.http_port, config.peering, config.webhook_port) == (9090, "tickwork", 9443)
+    defaults = build_config(parser.parse_args(["operator"]), {"TICKWORK_DATABASE_URL": "x"})
+    assert defaults.namespaces == () and not defaults.standalone
+
+
+def test_bad_settings_are_one_line_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["operator"], env={}) == 2
+    assert "--database-url" in capsys.readouterr().err
+    env = {"TICKWORK_DATABASE_URL": "x", "TICKWORK_STANDALONE": "maybe"}
+    assert main(["operator"], env=env) == 2
+    assert "TICKWORK_STANDALONE" in capsys.readouterr().err
+
+
+def test_a_webhook_certificate_needs_its_key() -> None:
+    with pytest.raises(ConfigurationError):
+        OperatorConfig("postgresql://x", webhook=True, webhook_cert_file="tls.crt")
