@@ -51,12 +51,12 @@ MATRIX: dict[str, dict[str, Any]] = {
         },
     },
     "existing-secret": EXISTING_SECRET,
-    "webhook": {**EXISTING_SECRET, "webhook": {"enabled": True}},
+    "webhook": {**EXISTING_SECRET, "webhook": {"enabled": True, "tlsSecret": "webhook-tls"}},
     "namespaced": {
         **QUICK_START,
         "operator": {"namespaces": ["team-a", "team-b"], "statusIntervalSeconds": 30},
         "worker": {"namespaces": ["team-a", "team-b"], "shutdownGraceSeconds": 120.5},
-        "webhook": {"enabled": True},
+        "webhook": {"enabled": True, "tlsSecret": "webhook-tls"},
         "networkPolicy": {
             "enabled": True,
             "metricsFrom": [{"namespaceSelector": {"matchLabels": {"name": "monitoring"}}}],

@@ -305,6 +305,16 @@ def test_a_broken_alert_file_fails_the_render_readably(
 # --- webhook ---------------------------------------------------------------------------------
 
 
+CERT_FLAGS = (("cert", "tls.crt"), ("key", "tls.key"), ("ca", "ca.crt"))
+
+
+def test_the_webhook_needs_a_tls_secret(helm: Helm, tmp_path: Path) -> None:
+    values = {**chart_render.EXISTING_SECRET, "webhook": {"enabled": True}}
+    result = helm.template(values, tmp_path)
+    assert result.returncode != 0
+    assert "webhook.tlsSecret: the webhook needs a TLS Secret" in result.stderr
+
+
 def test_the_webhook_is_served_behind_a_service_and_may_manage_its_configuration(
     rendered: dict[str, Rendering],
 ) -> None:
@@ -321,6 +331,15 @@ def test_the_webhook_is_served_behind_a_service_and_may_manage_its_configuration
         {"name": "webhook", "port": 9443, "targetPort": "webhook", "protocol": "TCP"}
     ], "kopf registers https://HOST:PORT, so the Service listens on the webhook port"
     assert {"name": "webhook", "containerPort": 9443, "protocol": "TCP"} in container["ports"]
+    # kopf's self-signed certificate needs packages the image does not carry: a TLS Secret
+    # (cert-manager's layout) is mounted and named by flags.
+    mount = "/etc/tickwork/webhook-tls"
+    assert {f"--webhook-{f}-file={mount}/{k}" for f, k in CERT_FLAGS} <= set(args)
+    assert {"name": "webhook-tls", "mountPath": mount, "readOnly": True} in container[
+        "volumeMounts"
+    ]
+    volumes = operator["spec"]["template"]["spec"]["volumes"]
+    assert {"name": "webhook-tls", "secret": {"secretName": "webhook-tls"}} in volumes
     rules = [rule for role in r.of_kind("ClusterRole") for rule in role["rules"]]
     assert {
         "apiGroups": ["admissionregistration.k8s.io"],
