@@ -51,6 +51,30 @@ def database_readiness(url: str) -> Readiness:
     return check
 
 
+def probe_routes(
+    *,
+    liveness: Liveness = always_alive,
+    readiness: Readiness | None = None,
+    registry: prometheus_client.CollectorRegistry = prometheus_client.REGISTRY,
+) -> list[web.RouteDef]:
+    """The three routes, for :class:`ProbeServer` and for a server of its own (the admin
+    console) that serves them next to its pages."""
+
+    async def metrics(request: web.Request) -> web.Response:
+        body = prometheus_client.generate_latest(registry)
+        return web.Response(
+            body=body, headers={"Content-Type": prometheus_client.CONTENT_TYPE_LATEST}
+        )
+
+    async def healthz(request: web.Request) -> web.Response:
+        return _answer(liveness())
+
+    async def readyz(request: web.Request) -> web.Response:
+        return _answer(await readiness() if readiness else None)
+
+    return [web.get("/metrics", metrics), web.get("/healthz", healthz), web.get("/readyz", readyz)]
+
+
 class ProbeServer:
     """Serve ``/metrics``, ``/healthz`` and ``/readyz`` on ``host:port`` (port 0 picks a free
     one; :attr:`port` tells which after :meth:`start`)."""
@@ -66,16 +90,12 @@ class ProbeServer:
     ) -> None:
         self.host = host
         self.port = port
-        self._liveness = liveness
-        self._readiness = readiness
-        self._registry = registry
+        self._routes = probe_routes(liveness=liveness, readiness=readiness, registry=registry)
         self._runner: web.AppRunner | None = None
 
     async def start(self) -> None:
         app = web.Application()
-        app.router.add_get("/metrics", self._metrics)
-        app.router.add_get("/healthz", self._healthz)
-        app.router.add_get("/readyz", self._readyz)
+        app.add_routes(self._routes)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
@@ -89,18 +109,6 @@ class ProbeServer:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
-
-    async def _metrics(self, request: web.Request) -> web.Response:
-        body = prometheus_client.generate_latest(self._registry)
-        return web.Response(
-            body=body, headers={"Content-Type": prometheus_client.CONTENT_TYPE_LATEST}
-        )
-
-    async def _healthz(self, request: web.Request) -> web.Response:
-        return _answer(self._liveness())
-
-    async def _readyz(self, request: web.Request) -> web.Response:
-        return _answer(await self._readiness() if self._readiness else None)
 
 
 def _answer(problem: str | None) -> web.Response:

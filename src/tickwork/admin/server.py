@@ -12,7 +12,6 @@ import asyncio
 import logging
 from importlib import resources
 
-import prometheus_client
 from aiohttp import web
 
 from tickwork import http
@@ -106,25 +105,6 @@ async def _no_icon(request: web.Request) -> web.Response:
     return web.Response(status=204)
 
 
-async def _healthz(request: web.Request) -> web.Response:
-    return web.Response(text="ok\n")
-
-
-def _readyz(readiness: http.Readiness) -> security.Handler:
-    async def readyz(request: web.Request) -> web.Response:
-        reason = await readiness()
-        return web.Response(status=503 if reason else 200, text=(reason or "ok") + "\n")
-
-    return readyz
-
-
-async def _metrics(request: web.Request) -> web.Response:
-    return web.Response(
-        body=prometheus_client.generate_latest(),
-        headers={"Content-Type": prometheus_client.CONTENT_TYPE_LATEST},
-    )
-
-
 def build(console: Console) -> web.Application:
     """The aiohttp application of ``console``."""
     app = web.Application(
@@ -136,9 +116,7 @@ def build(console: Console) -> web.Application:
     schedule = "{namespace}/{name}"
     app.add_routes(
         [
-            web.get("/healthz", _healthz),
-            web.get("/readyz", _readyz(http.database_readiness(console.app.database_url))),
-            web.get("/metrics", _metrics),
+            *http.probe_routes(readiness=http.database_readiness(console.app.database_url)),
             web.get("/static/admin.css", _css),
             web.get("/favicon.ico", _no_icon),
             web.get("/login", views.login_form),
