@@ -14,9 +14,34 @@ from psycopg.rows import dict_row
 import tickwork
 from helpers import T0  # every test syncs at T0 (a Tuesday, midnight UTC) unless it says otherwise
 from tickwork.maintenance import firing
-from tickwork.schedules.definition import JobTemplate, ScheduleDefinition
+from tickwork.model import Backoff
+from tickwork.schedules.definition import (
+    ConcurrencyPolicy,
+    JobTemplate,
+    MisfirePolicy,
+    ScheduleDefinition,
+)
 from tickwork.settings import WorkerSettings
 from tickwork.worker.runner import Worker
+
+NIGHTLY_DEFINITION = ScheduleDefinition(
+    name="nightly-report",
+    schedule="0 3 * * *",
+    time_zone="Europe/London",
+    concurrency_policy=ConcurrencyPolicy.FORBID,
+    starting_deadline_seconds=300,
+    misfire_policy=MisfirePolicy.CATCH_UP,
+    catch_up_limit=3,
+    job=JobTemplate(
+        kind="report.nightly",
+        payload={"format": "pdf"},
+        max_attempts=5,
+        retry=Backoff(base=30, rate=1.5, max=3600),
+        timeout_seconds=600,
+        concurrency_key="reports",
+    ),
+)
+"""A definition using every field (the manifest and CRD tests' full example)."""
 
 KIND = "s.job"
 NS = "ns"

@@ -13,6 +13,7 @@ import jsonschema
 import pytest
 import yaml
 
+from schedule_helpers import NIGHTLY_DEFINITION
 from tickwork.cli import main
 from tickwork.model import Backoff
 from tickwork.operator.translate import translate
@@ -31,24 +32,6 @@ CRDS = ROOT / "crds"
 CRD_PATH = CRDS / "schedules.tickwork.io.yaml"
 EXAMPLES = ROOT / "examples" / "schedules"
 EXAMPLE_FILES = sorted(EXAMPLES.glob("*.yaml"))
-
-FULL_DEFINITION = ScheduleDefinition(
-    name="nightly-report",
-    schedule="0 3 * * *",
-    time_zone="Europe/London",
-    concurrency_policy=ConcurrencyPolicy.FORBID,
-    starting_deadline_seconds=300,
-    misfire_policy=MisfirePolicy.CATCH_UP,
-    catch_up_limit=3,
-    job=JobTemplate(
-        kind="report.nightly",
-        payload={"format": "pdf"},
-        max_attempts=5,
-        retry=Backoff(base=30, rate=1.5, max=3600),
-        timeout_seconds=600,
-        concurrency_key="reports",
-    ),
-)
 
 
 # --- the CRD and the examples ------------------------------------------------------------
@@ -148,7 +131,7 @@ def test_the_examples_directory_loads() -> None:
 @pytest.mark.parametrize(
     "definition",
     [
-        FULL_DEFINITION,
+        NIGHTLY_DEFINITION,
         ScheduleDefinition(name="p", job=JobTemplate(kind="k", payload=None), every=timedelta(90)),
         ScheduleDefinition(
             name="p",
@@ -278,7 +261,7 @@ def test_printer_columns() -> None:
 def test_crd_fields_are_the_spec_fields() -> None:
     spec = openapi_schema()["properties"]["spec"]
     full = ScheduleDefinition.from_spec(
-        "a", {**FULL_DEFINITION.to_spec(), "schedule": None, "every": "1m"}
+        "a", {**NIGHTLY_DEFINITION.to_spec(), "schedule": None, "every": "1m"}
     ).to_spec()
     assert set(spec["properties"]) == {*full, "schedule", "scheduleNamespace"}
     job = spec["properties"]["job"]

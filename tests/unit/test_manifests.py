@@ -11,14 +11,10 @@ from typing import Any
 import pytest
 import yaml
 
+from schedule_helpers import NIGHTLY_DEFINITION
 from tickwork.errors import TickworkError
-from tickwork.model import Backoff
 from tickwork.schedules.definition import (
-    ConcurrencyPolicy,
     IntervalMode,
-    JobTemplate,
-    MisfirePolicy,
-    ScheduleDefinition,
 )
 from tickwork.schedules.manifests import (
     ManifestError,
@@ -55,24 +51,6 @@ spec:
     timeoutSeconds: 600
     concurrencyKey: reports
 """
-
-NIGHTLY_DEFINITION = ScheduleDefinition(
-    name="nightly-report",
-    schedule="0 3 * * *",
-    time_zone="Europe/London",
-    concurrency_policy=ConcurrencyPolicy.FORBID,
-    starting_deadline_seconds=300,
-    misfire_policy=MisfirePolicy.CATCH_UP,
-    catch_up_limit=3,
-    job=JobTemplate(
-        kind="report.nightly",
-        payload={"format": "pdf"},
-        max_attempts=5,
-        retry=Backoff(base=30, rate=1.5, max=3600),
-        timeout_seconds=600,
-        concurrency_key="reports",
-    ),
-)
 
 
 def schedule(name: str, spec: str = "every: 30s\njob: {kind: poll}", **metadata: str) -> str:
