@@ -21,19 +21,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import statistics
-import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 
 import aiohttp
 import psycopg
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
+from servers import database_server
 
 import tickwork
 from tickwork.admin import server
@@ -41,7 +39,6 @@ from tickwork.admin.auth import Credentials, parse_credentials
 from tickwork.admin.console import Console
 from tickwork.admin.settings import AdminSettings
 from tickwork.db import migrate
-from tickwork.db.embedded import EmbeddedPostgres
 
 DATABASE = "tickwork_bench_admin"
 TOKEN = "bench-operator-token-0123456789"
@@ -337,14 +334,8 @@ def main() -> None:
     parser.add_argument("--schedules", type=int, default=10_000)
     parser.add_argument("--runs", type=int, default=7, help="timed runs per endpoint")
     args = parser.parse_args()
-    url = os.environ.get("TICKWORK_DATABASE_URL")
-    if url:
+    with database_server() as url:
         _main(url, args)
-        return
-    with tempfile.TemporaryDirectory(prefix="tickwork-bench-") as tmp:
-        os.chmod(tmp, 0o711)  # the server's own user must reach its data directory
-        with EmbeddedPostgres(Path(tmp) / "pg") as pg:
-            _main(pg.conninfo, args)
 
 
 if __name__ == "__main__":

@@ -31,20 +31,18 @@ import asyncio
 import multiprocessing
 import os
 import signal
-import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import psycopg
+from servers import database_server
 
 import tickwork
 from tickwork.db import migrate
-from tickwork.db.embedded import EmbeddedPostgres
 from tickwork.schedules.definition import JobTemplate, ScheduleDefinition
 from tickwork.settings import WorkerSettings
 from tickwork.worker.runner import Worker
@@ -300,18 +298,8 @@ def main() -> None:
         else:
             run_cron(url, args.schedules or 1000, args.processes)
 
-    if url := os.environ.get("TICKWORK_DATABASE_URL"):
+    with database_server(track_commit_timestamp="on") as url:
         run(url)
-        return
-    with tempfile.TemporaryDirectory(prefix="tickwork-bench-") as tmp:
-        os.chmod(tmp, 0o711)  # the server's own user must reach its data directory
-        with (
-            EmbeddedPostgres(Path(tmp) / "pg", durable=True) as pg,
-            psycopg.connect(pg.conninfo, autocommit=True) as conn,
-        ):
-            conn.execute("ALTER SYSTEM SET track_commit_timestamp = on")
-        with EmbeddedPostgres(Path(tmp) / "pg", durable=True) as pg:  # restarted: now on
-            run(pg.conninfo)
 
 
 if __name__ == "__main__":

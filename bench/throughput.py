@@ -21,16 +21,14 @@ import os
 import resource
 import signal
 import statistics
-import tempfile
 import time
-from pathlib import Path
 
 import psycopg
+from servers import database_server
 
 import tickwork
 from tickwork import metrics
 from tickwork.db import migrate
-from tickwork.db.embedded import EmbeddedPostgres
 from tickwork.settings import WorkerSettings
 from tickwork.worker.runner import Worker
 
@@ -175,14 +173,8 @@ def main() -> None:
         help="run ROUNDS rounds each with metrics off and on, alternating; print the cost",
     )
     args = parser.parse_args()
-    url = os.environ.get("TICKWORK_DATABASE_URL")
-    if url:
+    with database_server() as url:
         _main(url, args)
-        return
-    with tempfile.TemporaryDirectory(prefix="tickwork-bench-") as tmp:
-        os.chmod(tmp, 0o711)  # the server's own user must reach its data directory
-        with EmbeddedPostgres(Path(tmp) / "pg") as pg:
-            _main(pg.conninfo, args)
 
 
 if __name__ == "__main__":
