@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from conftest import DEADLINE, Cluster, OperatorThread, operator_config, row
 from helpers import wait_until
+from operator_harness import DEADLINE, Cluster, OperatorThread, operator_config, row
 from tickwork.db import migrate
 from tickwork.db.embedded import EmbeddedPostgres
 

@@ -9,8 +9,8 @@ from typing import Any
 import psycopg
 
 import schedule_helpers
-from conftest import Cluster, OperatorFactory, row
 from helpers import wait_until
+from operator_harness import Cluster, OperatorFactory, row
 from tickwork.maintenance import firing
 
 EVERY_MINUTE: dict[str, Any] = {"schedule": "*/1 * * * *", "job": {"kind": "s.job"}}

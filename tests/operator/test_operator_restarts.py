@@ -7,8 +7,8 @@ from typing import Any
 
 import psycopg
 
-from conftest import Cluster, OperatorFactory, row
 from helpers import wait_until
+from operator_harness import Cluster, OperatorFactory, row
 
 SPEC: dict[str, Any] = {"schedule": "0 * * * *", "job": {"kind": "s.job"}}
 
