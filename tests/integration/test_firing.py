@@ -100,9 +100,9 @@ async def test_cron_is_read_in_the_schedule_time_zone_across_daylight_saving(
 async def test_fixed_rate_fires_every_anchored_occurrence(
     app: tickwork.App, aconn: psycopg.AsyncConnection[Any], conn: psycopg.Connection[Any]
 ) -> None:
-    app.sync_schedules(NS, [every("tick", 10)])
+    app.sync_schedules(NS, [every("tick", 10, starting_deadline_seconds=60)])
     await fire(aconn, at(10))
-    await fire(aconn, at(35))  # late, and no deadline: 20 and 30 still fire
+    await fire(aconn, at(35))  # late, within the deadline: 20 and 30 still fire
     assert occurrences(conn, "tick") == [at(10), at(20), at(30)]
     assert schedule(conn, "tick")["next_run_at"] == at(40)
 
@@ -139,7 +139,7 @@ async def test_fixed_delay_waits_for_the_job_to_finish(
 async def test_jitter_delays_run_at_by_a_stable_bounded_amount(
     app: tickwork.App, aconn: psycopg.AsyncConnection[Any], conn: psycopg.Connection[Any]
 ) -> None:
-    app.sync_schedules(NS, [every("spread", 60, jitter_seconds=30)])
+    app.sync_schedules(NS, [every("spread", 60, jitter_seconds=30, starting_deadline_seconds=600)])
     await fire(aconn, at(600))
     fired = jobs(conn, "spread")
     assert len(fired) == 10
@@ -224,7 +224,10 @@ async def test_the_worker_fires_the_namespaces_it_offers_on_its_own(
 async def test_racing_passes_make_one_job_per_occurrence(
     app: tickwork.App, database_url: str, conn: psycopg.Connection[Any]
 ) -> None:
-    app.sync_schedules(NS, [every(f"s{i}", 1) for i in range(40)])
+    backlog = 3600  # a deadline keeps the backlog: every occurrence still fires
+    app.sync_schedules(
+        NS, [every(f"s{i}", 1, starting_deadline_seconds=backlog) for i in range(40)]
+    )
     connections = [
         await psycopg.AsyncConnection.connect(database_url, autocommit=True) for _ in range(4)
     ]
@@ -246,7 +249,10 @@ async def test_racing_passes_make_one_job_per_occurrence(
 async def test_a_backlog_is_settled_over_several_passes(
     app: tickwork.App, aconn: psycopg.AsyncConnection[Any], conn: psycopg.Connection[Any]
 ) -> None:
-    app.sync_schedules(NS, [every("busy", 1), every("quiet", 3600)])
+    within = 3600  # a deadline keeps the backlog: every occurrence still fires
+    app.sync_schedules(
+        NS, [every("busy", 1, starting_deadline_seconds=within), every("quiet", 3600)]
+    )
     config = firing.FiringConfig(chunk=100, budget=150)
     report = await firing.run_once(aconn, [NS], at(1000), config=config)
     assert report.fired == 1000

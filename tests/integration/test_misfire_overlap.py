@@ -59,13 +59,27 @@ async def test_latest_fires_no_miss_when_an_occurrence_is_on_time(
     assert schedule(conn, "s")["skipped_occurrences"] == 9
 
 
-async def test_without_a_deadline_late_occurrences_all_fire(
-    app: tickwork.App, aconn: psycopg.AsyncConnection[Any], conn: psycopg.Connection[Any]
+@pytest.mark.parametrize(
+    ("policy", "fired", "skipped"),
+    [
+        (MisfirePolicy.SKIP, [600], 9),
+        (MisfirePolicy.LATEST, [600], 9),
+        (MisfirePolicy.CATCH_UP, [420, 480, 540, 600], 6),
+    ],
+)
+async def test_without_a_deadline_superseded_occurrences_are_missed(
+    app: tickwork.App,
+    aconn: psycopg.AsyncConnection[Any],
+    conn: psycopg.Connection[Any],
+    policy: MisfirePolicy,
+    fired: list[int],
+    skipped: int,
 ) -> None:
-    app.sync_schedules(NS, [every("s", 60, misfire_policy=MisfirePolicy.SKIP)])
-    await fire(aconn, at(640))
-    assert occurrences(conn, "s") == [at(60 * k) for k in range(1, 11)]
-    assert schedule(conn, "s")["skipped_occurrences"] == 0
+    app.sync_schedules(NS, [every("s", 60, misfire_policy=policy, catch_up_limit=3)])
+    report = await fire(aconn, at(640))  # 60 ... 540 each have a later occurrence due
+    assert occurrences(conn, "s") == [at(s) for s in fired]
+    assert report.skipped == skipped
+    assert schedule(conn, "s")["skipped_occurrences"] == skipped
 
 
 @pytest.mark.parametrize(
@@ -116,6 +130,7 @@ async def test_allow_fires_whatever_is_open(
     app.sync_schedules(NS, [every("s", 60)])
     await fire(aconn, at(60))
     _claim(conn, 61)
+    await fire(aconn, at(120))
     await fire(aconn, at(180))
     assert occurrences(conn, "s") == [at(60), at(120), at(180)]
 

@@ -51,7 +51,7 @@ def decide(
 # --- misses ----------------------------------------------------------------------------------
 
 
-def test_without_deadline_nothing_is_missed_however_late() -> None:
+def test_without_deadline_lateness_alone_is_no_miss() -> None:
     late = T0 + timedelta(days=365)
     assert not policies.is_missed(T0, late, starting_deadline_seconds=None, missed_before=None)
 
@@ -126,6 +126,33 @@ def test_resume_marks_the_suspended_stretch_as_missed() -> None:
             found, resumed + timedelta(minutes=1), policy, deadline=None, missed_before=resumed
         )
         assert decision.fire == tuple(minutes(*fired)), policy
+
+
+@pytest.mark.parametrize(
+    ("policy", "fired", "skipped"),
+    [(SKIP, [4], 4), (LATEST, [4], 4), (CATCH_UP, [1, 2, 3, 4], 1)],
+)
+def test_without_deadline_an_occurrence_superseded_by_a_later_due_one_is_missed(
+    policy: MisfirePolicy, fired: list[int], skipped: int
+) -> None:
+    found = minutes(0, 1, 2, 3, 4)
+    decision = decide(found, T0 + timedelta(hours=5), policy, deadline=None)
+    assert decision == policies.MisfireDecision(tuple(minutes(*fired)), skipped, 5)
+
+
+def test_without_deadline_a_day_long_outage_fires_once_by_default() -> None:
+    outage = [T0 + timedelta(minutes=m) for m in range(24 * 60 + 1)]
+    now = outage[-1] + timedelta(seconds=20)
+    fired, skipped = _passes(outage, now, LATEST, None, 10, chunk=1000)
+    assert (fired, skipped) == ([outage[-1]], 24 * 60)
+    fired, skipped = _passes(outage, now, CATCH_UP, None, 5, chunk=1000)
+    assert (fired, skipped) == (outage[-6:], 24 * 60 - 5)
+
+
+def test_without_deadline_a_single_due_occurrence_fires_however_late() -> None:
+    for policy in MisfirePolicy:
+        decision = decide(minutes(0), T0 + timedelta(days=3), policy, deadline=None)
+        assert decision == policies.MisfireDecision(tuple(minutes(0)), 0, 1)
 
 
 def test_a_list_cut_short_inside_the_misses_settles_only_what_cannot_fire() -> None:

@@ -70,13 +70,17 @@ def decide_misfire(
 ) -> MisfireDecision:
     """Apply the misfire policy to the due ``occurrences`` (ascending, all at or before ``now``).
 
-    ``complete`` says the list holds every due occurrence. Misses form a prefix of the list.
+    ``complete`` says the list holds every due occurrence. Misses form a prefix of the list:
+    with ``starting_deadline_seconds``, those fired later than the deadline; without one, every
+    occurrence superseded by a later due one (all but the last of a complete list, all of a
+    list cut short); with either, those before ``missed_before``.
     When the list was cut short inside the misses, how many there are in all is unknown, so
     only those that cannot be among the :func:`retained` most recent are settled (skipped);
     the caller looks again from the first unsettled one, having listed at least
     ``retained(...)`` more occurrences than it wants settled.
     Skip fires no miss; Latest fires the most recent one unless an on-time occurrence fires
-    in the same pass; CatchUp fires the most recent ``catch_up_limit``.
+    in the same pass; CatchUp fires the most recent ``catch_up_limit``. So by default (no
+    deadline, Latest) a schedule whose workers were down fires once when they are back.
     """
 
     def on_time(occurrence: datetime) -> bool:
@@ -88,6 +92,9 @@ def decide_misfire(
         )
 
     missed = bisect.bisect_left(occurrences, True, key=on_time)
+    if starting_deadline_seconds is None:
+        superseded = len(occurrences) - 1 if complete else len(occurrences)
+        missed = max(missed, superseded)
     keep = retained(policy, catch_up_limit)
     if missed == len(occurrences) and not complete:
         settled = max(missed - keep, 0)
