@@ -10,11 +10,18 @@ kmock also matches every request against its whole request history through its D
 50 ms of CPU per request after a few hundred, quadratic overall: thousands of objects stall
 it). Here, object requests go straight to the emulator's own handlers, and the history keeps
 only the requests in flight (nothing here asserts on the request log).
+
+kmock cannot parse ``/api/v1/namespaces`` at all (a 500), which kopf lists and watches when it
+watches chosen namespaces (``--namespace``). Here a namespace exists while an object lives in
+it: the list names those, and a watch reports each namespace that appears (ADDED) or goes
+(DELETED) within a tenth of a second.
 """
 
 from __future__ import annotations
 
+import asyncio
 import itertools
+import json
 import uuid
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -23,6 +30,8 @@ import aiohttp.web
 import kmock
 
 SCHEDULES = "tickwork.io/v1/schedules"
+NAMESPACES_PATH = "/api/v1/namespaces"
+NAMESPACE_POLL_SECONDS = 0.1
 
 _versions = itertools.count(1)
 
@@ -52,6 +61,38 @@ class _Dispatch(kmock.RawHandler):
 
 
 class Emulator(kmock.KubernetesEmulator, _Dispatch):
+    async def __call__(self, raw_request: aiohttp.web.BaseRequest) -> aiohttp.web.StreamResponse:
+        if raw_request.path.rstrip("/") != NAMESPACES_PATH or raw_request.method != "GET":
+            return await super().__call__(raw_request)
+        if raw_request.query.get("watch") == "true":
+            return await self._watch_namespaces(raw_request)
+        items = [_namespace(name) for name in sorted(self.namespace_names())]
+        body = {"apiVersion": "v1", "kind": "NamespaceList", "items": items}
+        return aiohttp.web.json_response({**body, "metadata": {"resourceVersion": "1"}})
+
+    def namespace_names(self) -> set[str]:
+        """The namespaces some object lives in."""
+        return {ns for (_, ns, _), obj in self.objects.items() if ns and not obj.deleted}
+
+    async def _watch_namespaces(
+        self, raw_request: aiohttp.web.BaseRequest
+    ) -> aiohttp.web.StreamResponse:
+        response = aiohttp.web.StreamResponse()
+        await response.prepare(raw_request)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + float(raw_request.query.get("timeoutSeconds", "300"))
+        known = self.namespace_names()
+        while loop.time() < deadline:
+            await asyncio.sleep(NAMESPACE_POLL_SECONDS)
+            now = self.namespace_names()
+            events = [("ADDED", name) for name in sorted(now - known)]
+            events += [("DELETED", name) for name in sorted(known - now)]
+            for kind, name in events:
+                line = json.dumps({"type": kind, "object": _namespace(name)}) + "\n"
+                await response.write(line.encode())
+            known = now
+        return response
+
     async def _handle(self, request: kmock.Request) -> aiohttp.web.StreamResponse:
         in_flight: set[int] = self.__dict__.setdefault("in_flight", set())
         in_flight.add(id(request))
@@ -134,6 +175,11 @@ def _tests_pass(current: dict[str, Any], ops: list[Any]) -> bool:
             if value != op.get("value"):
                 return False
     return True
+
+
+def _namespace(name: str) -> dict[str, Any]:
+    metadata = {"name": name, "resourceVersion": "1"}
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": metadata}
 
 
 def _now() -> str:
