@@ -20,6 +20,7 @@ KEYS = (
     "kind",
     "queue",
     "attempt",
+    "namespace",
     "schedule",
     "occurrence",
     "count",

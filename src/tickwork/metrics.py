@@ -216,6 +216,11 @@ SCHEDULE_LAST_FIRE = Gauge(
     "Unix time of the last occurrence fired by this worker.",
     ["namespace", "schedule"],
 )
+SCHEDULE_FIRING_FAILURES = Counter(
+    "tickwork_schedule_firing_failures_total",
+    "Firings of a schedule that failed (its error is on its row); it was set aside for a retry.",
+    ["namespace", "schedule"],
+)
 
 # --- fleet gauges (sampled from PostgreSQL by one worker at a time) --------------------
 # Not registered on their own: FLEET (below) exports them only while this worker's sample is

@@ -1,15 +1,21 @@
 """The firing pass: due occurrences become jobs with their occurrence key, in the offered
 namespaces only; cron in a time zone, fixed rate, fixed delay, jitter, carried state, racing
-passes, backlogs settled over several passes, and many schedules over several batches."""
+passes, backlogs settled over several passes, and many schedules over several batches.
+A schedule whose firing fails is set aside with its error while the rest fires: an unreadable
+stored spec, an error while planning it, a value PostgreSQL refuses, a trigger; it backs off,
+counts, logs, and a firing that works or a sync clears it; a lost connection still aborts."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
+import pytest
+from prometheus_client import REGISTRY
 
 import tickwork
 from helpers import opened, running, wait_status
@@ -278,17 +284,6 @@ async def test_suspended_and_disabled_schedules_do_not_fire(
     assert jobs(conn) == []
 
 
-async def test_a_stored_spec_that_cannot_be_read_is_postponed_and_others_still_fire(
-    app: tickwork.App, aconn: psycopg.AsyncConnection[Any], conn: psycopg.Connection[Any]
-) -> None:
-    app.sync_schedules(NS, [every("broken", 60), every("fine", 60)])
-    conn.execute("UPDATE tickwork.schedules SET spec = '{\"every\": 5}' WHERE name = 'broken'")
-    report = await fire(aconn, at(60))
-    assert (report.claimed, report.fired) == (2, 1)
-    assert occurrences(conn, "fine") == [at(60)]
-    assert schedule(conn, "broken")["next_run_at"] == at(60) + firing.BROKEN_RETRY
-
-
 async def test_the_cache_follows_revisions(
     app: tickwork.App,
     aconn: psycopg.AsyncConnection[Any],
@@ -362,3 +357,189 @@ async def test_changing_a_fixed_delay_schedule_while_its_job_runs_keeps_waiting_
     clock.set(at(60))
     app.cancel(jobs(conn, "poll")[0]["id"])
     assert schedule(conn, "poll")["next_run_at"] == at(90)  # the new delay
+
+
+# --- isolation: one bad schedule never stops the others -------------------------------------
+
+POISON = "poison.kind"
+
+POISON_TRIGGER = f"""
+CREATE FUNCTION public.refuse_poison() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.kind = '{POISON}' THEN
+        RAISE EXCEPTION 'poison jobs are not welcome';
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER refuse_poison BEFORE INSERT ON tickwork.jobs
+    FOR EACH ROW EXECUTE FUNCTION public.refuse_poison();
+"""
+
+
+def _store(conn: psycopg.Connection[Any], name: str, path: str, value: str) -> None:
+    """Change a stored spec behind sync's back, as an older version could have stored it (a
+    new revision, so no cached definition is used)."""
+    conn.execute(
+        "UPDATE tickwork.schedules SET spec = jsonb_set(spec, %s::text[], %s::jsonb),"
+        " revision = revision + 1 WHERE namespace = %s AND name = %s",
+        ("{" + path + "}", value, NS, name),
+    )
+
+
+def _failing(conn: psycopg.Connection[Any], name: str) -> tuple[str | None, int, Any]:
+    row = schedule(conn, name)
+    return row["firing_error"], row["firing_failures"], row["firing_retry_at"]
+
+
+def _failures_counted(name: str) -> float:
+    value = REGISTRY.get_sample_value(
+        "tickwork_schedule_firing_failures_total", {"namespace": NS, "schedule": name}
+    )
+    return value or 0.0
+
+
+async def test_each_kind_of_bad_schedule_is_set_aside_and_the_rest_of_its_batch_fires(
+    app: tickwork.App,
+    aconn: psycopg.AsyncConnection[Any],
+    conn: psycopg.Connection[Any],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    healthy = [every(f"ok{i}", 60) for i in range(20)]
+    app.sync_schedules(
+        NS,
+        [
+            *healthy,
+            every("unreadable", 60),
+            every("loud", 60),
+            every("poisoned", 60, job=JobTemplate(kind=POISON)),
+        ],
+    )
+    _store(conn, "unreadable", "every", "5")
+    _store(conn, "loud", "job,priority", "40000")  # the jobs column is a smallint
+    conn.execute(POISON_TRIGGER)
+    counted = {name: _failures_counted(name) for name in ("unreadable", "loud", "poisoned")}
+
+    with caplog.at_level(logging.ERROR, logger="tickwork.maintenance.firing"):
+        report = await fire(aconn, at(60))
+
+    assert (report.claimed, report.fired, report.failed) == (23, 20, 3)
+    assert all(occurrences(conn, d.name) == [at(60)] for d in healthy)
+    for name in ("unreadable", "loud", "poisoned"):
+        assert _failing(conn, name)[1:] == (1, at(61)), name
+        assert schedule(conn, name)["next_run_at"] == at(60), "the occurrence is kept"
+        assert jobs(conn, name) == []
+        assert _failures_counted(name) == counted[name] + 1
+    assert _failing(conn, "unreadable")[0] == (
+        "the stored spec cannot be read by this version: spec.every: must be a string, "
+        "not a number (5)"
+    )
+    loud = _failing(conn, "loud")[0] or ""
+    # Refused by PostgreSQL, or (once sync and this version check the limit) by validation.
+    assert "smallint out of range (sqlstate 22003)" in loud or "spec.job.priority" in loud
+    assert _failing(conn, "poisoned")[0] == (
+        "PostgreSQL refused inserting the job of occurrence 2030-01-01T00:01:00+00:00: "
+        "poison jobs are not welcome (sqlstate P0001, in PL/pgSQL function "
+        "refuse_poison() line 4 at RAISE)"
+    )
+    logged = {
+        (r.namespace, r.schedule): r.error  # type: ignore[attr-defined]
+        for r in caplog.records
+        if getattr(r, "action", None) == "schedule_firing_failed"
+    }
+    assert logged == {
+        (NS, f"{NS}/{name}"): _failing(conn, name)[0] for name in ("unreadable", "loud", "poisoned")
+    }
+
+    # Not claimed before their retry; the healthy ones go on firing on time meanwhile.
+    report = await fire(aconn, at(60.9))
+    assert report.claimed == 0
+    report = await fire(aconn, at(120))
+    assert (report.claimed, report.fired, report.failed) == (23, 20, 3)
+    assert all(occurrences(conn, d.name) == [at(60), at(120)] for d in healthy)
+    assert [_failing(conn, n)[1:] for n in ("unreadable", "loud", "poisoned")] == [(2, at(122))] * 3
+
+
+async def test_the_retry_backs_off_from_one_second_doubling_to_five_minutes(
+    app: tickwork.App, aconn: psycopg.AsyncConnection[Any], conn: psycopg.Connection[Any]
+) -> None:
+    app.sync_schedules(NS, [every("bad", 60), every("good", 3600)])
+    _store(conn, "bad", "every", "5")
+    now = at(60)
+    delays = []
+    for _ in range(12):
+        assert (await fire(aconn, now)).failed == 1
+        retry_at = _failing(conn, "bad")[2]
+        delays.append((retry_at - now).total_seconds())
+        assert (await fire(aconn, retry_at - timedelta(milliseconds=1))).claimed == 0
+        alarm = await store.arun(aconn, schedules_db.next_due([NS], now))
+        assert alarm.next_run_at == retry_at, "the loop sleeps until the retry, not its past run"
+        now = retry_at
+    assert delays == [1, 2, 4, 8, 16, 32, 64, 128, 256, 300, 300, 300]
+    assert _failing(conn, "bad")[1] == 12
+
+
+async def test_a_firing_that_works_or_a_changed_definition_clears_the_error(
+    app: tickwork.App,
+    aconn: psycopg.AsyncConnection[Any],
+    conn: psycopg.Connection[Any],
+    clock: SettableClock,
+) -> None:
+    app.sync_schedules(NS, [every("poisoned", 60, job=JobTemplate(kind=POISON)), every("bad", 60)])
+    _store(conn, "bad", "job,priority", "40000")
+    conn.execute(POISON_TRIGGER)
+    assert (await fire(aconn, at(60))).failed == 2
+
+    conn.execute("DROP TRIGGER refuse_poison ON tickwork.jobs")
+    report = await fire(aconn, at(61))
+    assert (report.claimed, report.fired, report.failed) == (2, 1, 1)
+    assert occurrences(conn, "poisoned") == [at(60)], "the kept occurrence fires late, once"
+    assert _failing(conn, "poisoned") == (None, 0, None)
+
+    clock.set(at(62))
+    app.sync_schedules(NS, [every("poisoned", 60, job=JobTemplate(kind=POISON)), every("bad", 60)])
+    assert _failing(conn, "bad") == (None, 0, None), "the fix (a new revision) clears it"
+    assert (await fire(aconn, at(120))).fired == 2
+    assert [job["priority"] for job in jobs(conn, "bad")] == [0]
+
+
+async def test_an_error_while_planning_one_schedule_sets_only_that_one_aside(
+    app: tickwork.App, aconn: psycopg.AsyncConnection[Any], conn: psycopg.Connection[Any]
+) -> None:
+    far = datetime(9999, 6, 1, tzinfo=UTC)
+    app.sync_schedules(NS, [cron("yearly", "0 0 1 1 *"), every("minutely", 60)])
+    conn.execute(
+        "UPDATE tickwork.schedules SET next_run_at = %s WHERE name = %s",
+        (datetime(9999, 1, 1, tzinfo=UTC), "yearly"),
+    )
+    conn.execute(
+        "UPDATE tickwork.schedules SET next_run_at = %s WHERE name = %s", (far, "minutely")
+    )
+    report = await fire(aconn, far)
+    assert (report.claimed, report.fired, report.failed) == (2, 1, 1)
+    assert occurrences(conn, "minutely") == [far]
+    assert (
+        _failing(conn, "yearly")[0] == "planning it failed: ValueError: year 10000 is out of range"
+    )
+
+
+async def test_a_lost_connection_still_rolls_the_whole_batch_back(
+    app: tickwork.App, database_url: str, conn: psycopg.Connection[Any]
+) -> None:
+    app.sync_schedules(NS, [every("a", 60), every("cut", 60, job=JobTemplate(kind=POISON))])
+    conn.execute(
+        f"""
+        CREATE FUNCTION public.cut() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF NEW.kind = '{POISON}' THEN PERFORM pg_terminate_backend(pg_backend_pid()); END IF;
+            RETURN NEW;
+        END $$;
+        CREATE TRIGGER cut BEFORE INSERT ON tickwork.jobs
+            FOR EACH ROW EXECUTE FUNCTION public.cut();
+        """
+    )
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as doomed:
+        with pytest.raises(psycopg.OperationalError):
+            await fire(doomed, at(60))
+    assert jobs(conn) == []
+    assert [_failing(conn, name) for name in ("a", "cut")] == [(None, 0, None)] * 2
+    assert schedule(conn, "a")["next_run_at"] == at(60)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+import psycopg
 from psycopg.types.json import Jsonb
 
 from tickwork.db.store import Op, Row, to_json
@@ -150,6 +151,8 @@ class DueSchedule:
     next_run_at: datetime
     missed_before: datetime | None
     state: Any
+    failures: int
+    """Consecutive failed firings before this one."""
     now: datetime
 
 
@@ -276,6 +279,77 @@ def advance(advances: Sequence[Advance]) -> Op[set[Key]]:
 
 
 @dataclass(frozen=True)
+class Failure:
+    """A schedule whose firing failed, and why (one line, naming the field where known)."""
+
+    namespace: str
+    name: str
+    revision: int
+    error: str
+
+
+@dataclass(frozen=True)
+class Retry:
+    """Where recording a failure left the schedule."""
+
+    failures: int
+    """Consecutive failed firings, this one included."""
+    retry_at: datetime
+
+
+def record_failures(
+    failures: Sequence[Failure], first: timedelta, most: timedelta, now: datetime | None
+) -> Op[dict[Key, Retry]]:
+    """Set these schedules aside (rows still at their revision): each keeps its next run and
+    is claimed again ``first`` later, doubling per consecutive failure up to ``most``."""
+    return Op(
+        "schedule_record_failures",
+        {
+            "namespaces": [f.namespace for f in failures],
+            "names": [f.name for f in failures],
+            "revisions": [f.revision for f in failures],
+            "errors": [f.error for f in failures],
+            "first_seconds": first.total_seconds(),
+            "max_seconds": most.total_seconds(),
+            "now": now,
+        },
+        lambda rows: {(r[0], r[1]): Retry(r[2], r[3]) for r in rows},
+        binary=True,
+    )
+
+
+ROW_ERRORS: tuple[type[Exception], ...] = (
+    psycopg.DataError,
+    psycopg.IntegrityError,
+    psycopg.ProgrammingError,
+    psycopg.InternalError,
+    psycopg.NotSupportedError,
+)
+"""What PostgreSQL raises when it refuses the values of a statement (out of range, a check or
+a trigger): an error of the rows written, not of the connection or the server, whose errors
+(``connections.ConnectionLost``: lost connection, cancelled query, deadlock) stay fatal."""
+
+
+def refusal(exc: Exception) -> str:
+    """One line naming what PostgreSQL refused: its message, the SQLSTATE, and the column,
+    constraint or function involved when it says."""
+    if not isinstance(exc, psycopg.Error):
+        return f"{type(exc).__name__}: {exc}"
+    diag = exc.diag
+    message = diag.message_primary or str(exc).splitlines()[0]
+    details = [f"sqlstate {exc.sqlstate}"] if exc.sqlstate else []
+    for label, value in (
+        ("table", diag.table_name),
+        ("column", diag.column_name),
+        ("constraint", diag.constraint_name),
+        ("in", (diag.context or "").splitlines()[0] if diag.context else None),
+    ):
+        if value:
+            details.append(f"{label} {value}")
+    return f"{message} ({', '.join(details)})" if details else message
+
+
+@dataclass(frozen=True)
 class NextDue:
     now: datetime
     next_run_at: datetime | None
@@ -371,6 +445,12 @@ class ScheduleRow:
     state: Any
     created_at: datetime
     updated_at: datetime
+    firing_error: str | None
+    """Why the last firing failed (None: it worked); the schedule waits for a retry."""
+    firing_failures: int
+    """Consecutive failed firings."""
+    firing_retry_at: datetime | None
+    """A set-aside schedule is not fired before this instant."""
 
 
 def _schedule_row(row: Row) -> ScheduleRow:

@@ -6,6 +6,17 @@ due occurrences, apply the misfire and overlap policies, insert every job with o
 number of workers harmless), and advance every schedule with one statement fenced by the
 revision read at claim. A crash anywhere rolls the whole batch back; the next worker fires it.
 
+Isolation: a schedule whose firing fails for a reason of its own is set aside and the rest of
+its batch fires. Its stored spec may not be readable by this version, planning it may raise,
+or PostgreSQL may refuse its job or its advance: the batch's writes go inside one savepoint,
+and only when that fails (with anything but a connection or server error) are they redone one
+schedule per savepoint, to find the culprits. A schedule that failed before goes in a
+savepoint of its own from the start. Each culprit keeps its next run, records its error on
+its row (``firing_error``, ``firing_failures``) and is not claimed again before
+``firing_retry_at``: RETRY_FIRST after the first failure, doubling up to RETRY_MAX. The first
+firing that works, or a sync that changes the definition, clears it. A connection error
+still rolls the whole batch back; the next pass retries.
+
 A schedule with a long backlog is settled at most ``chunk`` occurrences per pass; the pass
 continues with it until nothing due is left. The loop sleeps until the earliest next run of
 its namespaces, or until a ``tickwork_schedules`` notification (a sync, a FixedDelay job that
@@ -17,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -28,6 +40,7 @@ from tickwork.clock import Clock, sleep
 from tickwork.db import connections, store
 from tickwork.db import schedules as db
 from tickwork.logs import fields
+from tickwork.model import NewScheduleJob
 from tickwork.schedules import occurrences, policies
 from tickwork.schedules.definition import (
     ConcurrencyPolicy,
@@ -41,8 +54,10 @@ log = logging.getLogger(__name__)
 CHANNEL = "tickwork_schedules"
 """Notified with a namespace when its schedules changed or a FixedDelay run was set."""
 
-BROKEN_RETRY = timedelta(minutes=1)
-"""A stored spec this version cannot read is looked at again this much later."""
+RETRY_FIRST = timedelta(seconds=1)
+"""A schedule whose firing failed is claimed again this much later..."""
+RETRY_MAX = timedelta(minutes=5)
+"""...doubling with each consecutive failure, up to this."""
 
 
 @dataclass(frozen=True)
@@ -84,6 +99,8 @@ class FireReport:
     """Schedules left as they were for the next pass (Replace could not cancel a job)."""
     backlog: int = 0
     """Schedules with due occurrences left for another pass (a chunk or the budget ran out)."""
+    failed: int = 0
+    """Schedules whose firing failed, set aside until their retry."""
 
     def add(self, other: FireReport) -> None:
         self.claimed += other.claimed
@@ -92,6 +109,7 @@ class FireReport:
         self.existing += other.existing
         self.deferred += other.deferred
         self.backlog += other.backlog
+        self.failed += other.failed
 
 
 @dataclass(frozen=True)
@@ -138,7 +156,7 @@ class _Plan:
     """One claimed schedule through a pass."""
 
     due: db.DueSchedule
-    compiled: Compiled | None
+    compiled: Compiled
     computed: int = 0
     fire: tuple[datetime, ...] = ()
     misfired: int = 0
@@ -148,7 +166,10 @@ class _Plan:
     next_run_at: datetime | None = None
     backlog: bool = False
     replace: bool = False
+    jobs: list[NewScheduleJob] = field(default_factory=list)
     created: list[db.CreatedJob] = field(default_factory=list)
+    step: str = "firing it"
+    """What the pass was doing for this schedule (named when it fails)."""
 
     @property
     def key(self) -> db.Key:
@@ -160,7 +181,6 @@ class _Plan:
 
     @property
     def policy(self) -> ConcurrencyPolicy:
-        assert self.compiled is not None
         return self.compiled.definition.concurrency_policy
 
 
@@ -204,12 +224,8 @@ def _due_occurrences(
     return found, None
 
 
-def _plan(
-    due: db.DueSchedule, compiled: Compiled | None, chunk: int, next_after: _NextAfter
-) -> _Plan:
+def _plan(due: db.DueSchedule, compiled: Compiled, chunk: int, next_after: _NextAfter) -> _Plan:
     """Misfire decisions and the next run of one schedule (overlap comes later)."""
-    if compiled is None:
-        return _Plan(due, None, next_run_at=due.now + BROKEN_RETRY)
     definition = compiled.definition
     timetable: occurrences.Timetable
     if compiled.delay is not None:
@@ -251,17 +267,20 @@ def _plan(
     )
 
 
-def _compiled_or_none(namespace: str, name: str, spec: dict[str, Any]) -> Compiled | None:
+def _parse(namespace: str, name: str, spec: dict[str, Any]) -> Compiled | str:
+    """The compiled definition, or why this version cannot read the stored spec."""
     try:
         return Compiled.parse(namespace, name, spec)
-    except (DefinitionError, occurrences.InvalidExpression) as exc:
-        log.error(
-            "stored schedule cannot be read; retrying later",
-            extra=fields(
-                action="schedule_unreadable", schedule=f"{namespace}/{name}", error=str(exc)
-            ),
-        )
-        return None
+    except DefinitionError as exc:
+        return f"the stored spec cannot be read by this version: {exc.field}: {exc.reason}"
+    except Exception as exc:
+        return f"the stored spec cannot be read by this version: {_describe(exc)}"
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, occurrences.InvalidExpression):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}"
 
 
 async def warm(
@@ -289,8 +308,8 @@ async def warm(
             stored = specs.get((namespace, name))
             if stored is None:
                 continue
-            compiled = _compiled_or_none(namespace, name, stored.spec)
-            if compiled is not None:
+            compiled = _parse(namespace, name, stored.spec)
+            if isinstance(compiled, Compiled):  # else the firing pass sets it aside
                 cache.put(namespace, name, stored.revision, compiled)
                 parsed += 1
     return parsed
@@ -298,14 +317,16 @@ async def warm(
 
 async def _compile(
     conn: connections.AsyncConnection, due: list[db.DueSchedule], cache: DefinitionCache
-) -> dict[db.Key, Compiled | None]:
-    compiled: dict[db.Key, Compiled | None] = {}
+) -> dict[db.Key, Compiled | str]:
+    """Each claimed schedule's compiled definition, or why its stored spec cannot be read."""
+    compiled: dict[db.Key, Compiled | str] = {}
     missing: list[db.Key] = []
     for row in due:
         hit = cache.get(row.namespace, row.name, row.revision)
         if hit is None:
             missing.append((row.namespace, row.name))
-        compiled[row.namespace, row.name] = hit
+        else:
+            compiled[row.namespace, row.name] = hit
     if not missing:
         return compiled
     specs = await store.arun(conn, db.get_specs(missing))
@@ -316,11 +337,9 @@ async def _compile(
         stored = specs[key]
         if stored.revision != row.revision:
             raise _Stale(f"{row.namespace}/{row.name}")
-        entry = _compiled_or_none(row.namespace, row.name, stored.spec)
-        if entry is None:
-            continue
-        cache.put(row.namespace, row.name, row.revision, entry)
-        compiled[key] = entry
+        entry = compiled[key] = _parse(row.namespace, row.name, stored.spec)
+        if isinstance(entry, Compiled):
+            cache.put(row.namespace, row.name, row.revision, entry)
     return compiled
 
 
@@ -336,6 +355,8 @@ async def _apply_overlap(
     guarded = [p for p in plans if p.fire and p.policy is not ConcurrencyPolicy.ALLOW]
     if not guarded:
         return []
+    for p in guarded:
+        p.step = "reading its open jobs for its concurrencyPolicy"
     open_jobs = await store.arun(conn, db.open_jobs([p.key for p in guarded]))
     for p in guarded:
         decision = policies.decide_overlap(p.fire, p.policy, open_jobs.get(p.key))
@@ -343,6 +364,8 @@ async def _apply_overlap(
     replacing = [p for p in guarded if p.replace]
     if not replacing:
         return []
+    for p in replacing:
+        p.step = "cancelling its open jobs (concurrencyPolicy Replace)"
     cancelled = await store.arun(conn, db.cancel_open_jobs([p.key for p in replacing], now))
     deferred = []
     for p in replacing:
@@ -355,7 +378,7 @@ async def _apply_overlap(
 def _advance(plan: _Plan) -> db.Advance:
     due, compiled = plan.due, plan.compiled
     next_run_at = plan.next_run_at
-    if compiled is not None and compiled.delay is not None and plan.fire:
+    if compiled.delay is not None and plan.fire:
         # FixedDelay: wait for the job to finish, unless its occurrence had a job already.
         next_run_at = None if plan.created else due.now + compiled.delay
     missed_before = due.missed_before
@@ -386,40 +409,158 @@ async def _fire_batch(
         if not due:
             return FireReport()
         compiled = await _compile(conn, due, cache)
+        failed: dict[db.Key, tuple[db.DueSchedule, str]] = {}
         plans: list[_Plan] = []
         spent = 0
         next_after = _NextAfter()
+
+        def plan(row: db.DueSchedule) -> _Plan | None:
+            """The schedule's plan, or None when it failed (recorded in ``failed``)."""
+            entry = compiled[row.namespace, row.name]
+            if not isinstance(entry, Compiled):
+                failed[row.namespace, row.name] = (row, entry)
+                return None
+            try:
+                return _plan(row, entry, config.chunk, next_after)
+            except Exception as exc:
+                failed[row.namespace, row.name] = (row, f"planning it failed: {_describe(exc)}")
+                return None
+
+        processed = 0
         for row in due:
             if spent >= config.budget:
                 break
-            plans.append(_plan(row, compiled[row.namespace, row.name], config.chunk, next_after))
-            spent += plans[-1].computed
-        postponed = len(due) - len(plans)
-        deferred = {p.key for p in await _apply_overlap(conn, plans, now)}
-        plans = [p for p in plans if p.key not in deferred]
-        jobs = [
-            policies.schedule_job(p.due.namespace, p.compiled.definition, occurrence, p.due.state)
-            for p in plans
-            if p.compiled is not None
-            for occurrence in p.fire
-        ]
-        by_key = {p.key: p for p in plans}
-        if jobs:
-            for job in await store.arun(conn, db.insert_jobs(jobs, now)):
-                by_key[job.namespace, job.name].created.append(job)
-        advanced = await store.arun(conn, db.advance([_advance(p) for p in plans]))
-        if len(advanced) != len(plans):
-            raise _Stale(", ".join(_label(p.key) for p in plans if p.key not in advanced))
-    _count(plans)
-    created = sum(len(p.created) for p in plans)
+            processed += 1
+            planned = plan(row)
+            spent += planned.computed if planned else 1
+            if planned is not None:
+                plans.append(planned)
+        # Schedules that failed before get a savepoint each; the rest share one.
+        fresh = [p for p in plans if not p.due.failures]
+        groups = deque([[p] for p in plans if p.due.failures])
+        if fresh:
+            groups.appendleft(fresh)
+        settled: list[_Plan] = []
+        deferred = 0
+        while groups:
+            group = groups.popleft()
+            try:
+                async with conn.transaction():
+                    done, held = await _settle(conn, group, now)
+            except Exception as exc:
+                if not _tied_to_rows(exc):
+                    raise
+                if len(group) == 1:
+                    failed[group[0].key] = (group[0].due, _failure(group[0], exc))
+                    continue
+                # Find the culprits: the same writes again, one schedule per savepoint.
+                group = [p for p in map(plan, (p.due for p in group)) if p is not None]
+                groups.extend([p] for p in group)
+                continue
+            settled.extend(done)
+            deferred += held
+        retries = {}
+        if failed:
+            failures = [
+                db.Failure(row.namespace, row.name, row.revision, error)
+                for row, error in failed.values()
+            ]
+            retries = await store.arun(
+                conn, db.record_failures(failures, RETRY_FIRST, RETRY_MAX, now)
+            )
+    _count(settled)
+    _count_failures(failed, retries)
+    created = sum(len(p.created) for p in settled)
     return FireReport(
         claimed=len(due),
         fired=created,
-        skipped=sum(p.skipped for p in plans),
-        existing=len(jobs) - created,
-        deferred=len(deferred),
-        backlog=sum(p.backlog for p in plans) + postponed,
+        skipped=sum(p.skipped for p in settled),
+        existing=sum(len(p.jobs) for p in settled) - created,
+        deferred=deferred,
+        backlog=sum(p.backlog for p in settled) + len(due) - processed,
+        failed=len(failed),
     )
+
+
+async def _settle(
+    conn: connections.AsyncConnection, plans: list[_Plan], now: datetime | None
+) -> tuple[list[_Plan], int]:
+    """Overlap policies, the jobs (one insert) and the advance (one update) of ``plans``;
+    returns the plans settled and how many were deferred (Replace could not cancel)."""
+    deferred = {p.key for p in await _apply_overlap(conn, plans, now)}
+    plans = [p for p in plans if p.key not in deferred]
+    for p in plans:
+        p.step = "making its jobs"
+        p.jobs = [
+            policies.schedule_job(p.due.namespace, p.compiled.definition, occurrence, p.due.state)
+            for occurrence in p.fire
+        ]
+    jobs = [job for p in plans for job in p.jobs]
+    by_key = {p.key: p for p in plans}
+    if jobs:
+        for p in plans:
+            p.step = INSERTING
+        for job in await store.arun(conn, db.insert_jobs(jobs, now)):
+            by_key[job.namespace, job.name].created.append(job)
+    for p in plans:
+        p.step = "advancing it to its next run"
+    advanced = await store.arun(conn, db.advance([_advance(p) for p in plans]))
+    if len(advanced) != len(plans):
+        raise _Stale(", ".join(_label(p.key) for p in plans if p.key not in advanced))
+    return plans, len(deferred)
+
+
+INSERTING = "inserting its jobs"
+
+
+def _inserting(plan: _Plan) -> str:
+    instants = [job.occurrence_at.isoformat() for job in plan.jobs if job.occurrence_at]
+    if len(instants) == 1:
+        return f"inserting the job of occurrence {instants[0]}"
+    more = f" and {len(instants) - 3} more" if len(instants) > 3 else ""
+    return f"inserting the jobs of occurrences {', '.join(instants[:3])}{more}"
+
+
+def _tied_to_rows(exc: Exception) -> bool:
+    """An error of the schedules written (a value refused, a Python error while making their
+    jobs), not of the connection or the server, and not a definition changed mid-pass."""
+    if isinstance(exc, _Stale):
+        return False
+    if isinstance(exc, connections.DatabaseError):
+        return isinstance(exc, db.ROW_ERRORS)
+    return True
+
+
+def _failure(plan: _Plan, exc: Exception) -> str:
+    """The stored error of a schedule whose writes failed: what the pass was doing, and why."""
+    step = _inserting(plan) if plan.step == INSERTING else plan.step
+    if isinstance(exc, connections.DatabaseError):
+        return f"PostgreSQL refused {step}: {db.refusal(exc)}"
+    return f"{step} failed: {_describe(exc)}"
+
+
+def _count_failures(
+    failed: dict[db.Key, tuple[db.DueSchedule, str]], retries: dict[db.Key, db.Retry]
+) -> None:
+    """The metric and the log line of each schedule set aside by a committed batch."""
+    for key, (_, error) in failed.items():
+        retry = retries.get(key)
+        if retry is None:
+            continue  # changed mid-pass: its new revision starts afresh
+        namespace, name = key
+        metrics.SCHEDULE_FIRING_FAILURES.labels(namespace, name).inc()
+        log.error(
+            "schedule firing failed; set aside until %s (failure %d in a row)",
+            retry.retry_at.isoformat(),
+            retry.failures,
+            extra=fields(
+                action="schedule_firing_failed",
+                namespace=namespace,
+                schedule=_label(key),
+                count=retry.failures,
+                error=error,
+            ),
+        )
 
 
 def _count(plans: list[_Plan]) -> None:
@@ -427,8 +568,6 @@ def _count(plans: list[_Plan]) -> None:
     occurrence to the transaction that inserted its job), last occurrence fired; and a log
     line per schedule that skipped occurrences."""
     for p in plans:
-        if p.compiled is None:
-            continue
         namespace, name = p.key
         job = p.compiled.definition.job
         if p.created:
@@ -450,6 +589,7 @@ def _count(plans: list[_Plan]) -> None:
                     "skipped occurrences by policy",
                     extra=fields(
                         action="occurrences_skipped",
+                        namespace=namespace,
                         schedule=_label(p.key),
                         kind=job.kind,
                         count=count,
@@ -479,11 +619,18 @@ async def run_once(
             metrics.VERSION_MISMATCHES.labels("fire").inc()
             log.warning(
                 "version mismatch: schedules changed during a firing pass; rolled back",
-                extra=fields(action="version_mismatch", schedule=str(stale)),
+                extra=fields(
+                    action="version_mismatch", namespace=",".join(namespaces), schedule=str(stale)
+                ),
             )
             return report
         report.add(batch)
-        log.debug("fired due schedules", extra=fields(action="schedules_fired", count=batch.fired))
+        log.debug(
+            "fired due schedules",
+            extra=fields(
+                action="schedules_fired", namespace=",".join(namespaces), count=batch.fired
+            ),
+        )
         progressed = batch.claimed > batch.deferred
         if not progressed or (batch.claimed < config.batch and not batch.backlog):
             return report
@@ -516,7 +663,11 @@ async def loop(
                     await warm(conn, namespaces, cache, horizon, woke_at - config.busy_sleep)
                     delay = max(woke_at - time.monotonic(), 0.0)
         except connections.DatabaseError as exc:
-            log.error("firing failed: %s", exc, extra=fields(action="firing_failed"))
+            log.error(
+                "firing failed: %s",
+                exc,
+                extra=fields(action="firing_failed", namespace=",".join(namespaces)),
+            )
             delay = config.error_sleep
         await sleep(delay, wake)
 

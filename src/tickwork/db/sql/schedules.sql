@@ -37,7 +37,8 @@ FROM unnest(%(names)b::text[], %(revisions)b::integer[], %(suspended)b::boolean[
      AS u(name, revision, suspended, spec, fixed_delay, next_run_at, missed_before);
 
 -- name: schedule_update_many
--- Sync: changed or re-enabled definitions, fenced by the revision read under lock.
+-- Sync: changed or re-enabled definitions, fenced by the revision read under lock. A new
+-- definition gets a fresh start: a firing error of the old one is cleared.
 UPDATE tickwork.schedules s
 SET revision = u.revision,
     enabled = true,
@@ -48,6 +49,9 @@ SET revision = u.revision,
     missed_before = u.missed_before,
     state = CASE WHEN u.reset_state THEN NULL ELSE s.state END,
     state_job_id = CASE WHEN u.reset_state THEN NULL ELSE s.state_job_id END,
+    firing_error = NULL,
+    firing_failures = 0,
+    firing_retry_at = NULL,
     updated_at = coalesce(%(now)s, now())
 FROM unnest(%(names)b::text[], %(revisions)b::integer[], %(suspended)b::boolean[],
             %(specs)b::jsonb[], %(fixed_delays)b::interval[], %(next_run_ats)b::timestamptz[],
@@ -78,16 +82,18 @@ SELECT pg_notify('tickwork_schedules', %(namespace)s);
 -- name: schedule_claim_due
 -- Firing: lock a batch of due schedules of the offered namespaces; others skip them. Each
 -- namespace is read through its own index range; with several namespaces, rows locked
--- beyond the batch stay due and are fired by the next batch (or another worker).
+-- beyond the batch stay due and are fired by the next batch (or another worker). A schedule
+-- whose firing failed waits for its retry time.
 SELECT due.namespace, due.name, due.revision, due.next_run_at, due.missed_before, due.state,
-       coalesce(%(now)s, now())
+       due.firing_failures, coalesce(%(now)s, now())
 FROM unnest(%(namespaces)b::text[]) AS offered(namespace)
 CROSS JOIN LATERAL (
-    SELECT namespace, name, revision, next_run_at, missed_before, state
+    SELECT namespace, name, revision, next_run_at, missed_before, state, firing_failures
     FROM tickwork.schedules s
     WHERE s.namespace = offered.namespace
       AND s.enabled AND NOT s.suspended
       AND s.next_run_at <= coalesce(%(now)s, now())
+      AND (s.firing_retry_at IS NULL OR s.firing_retry_at <= coalesce(%(now)s, now()))
     ORDER BY s.next_run_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
@@ -159,14 +165,18 @@ RETURNING id, schedule_namespace, schedule_name, occurrence_at;
 
 -- name: schedule_advance
 -- Firing: move each schedule past the occurrences it settled, fenced by the revision read
--- at claim; returns the schedules updated.
+-- at claim; a firing that worked clears the error of an earlier one. Returns the schedules
+-- updated.
 UPDATE tickwork.schedules s
 SET next_run_at = a.next_run_at,
     missed_before = a.missed_before,
     last_occurrence_at = coalesce(a.last_occurrence_at, s.last_occurrence_at),
     skipped_occurrences = s.skipped_occurrences + a.skipped,
     last_job_id = coalesce(a.last_job_id, s.last_job_id),
-    last_job_status = CASE WHEN a.last_job_id IS NULL THEN s.last_job_status END
+    last_job_status = CASE WHEN a.last_job_id IS NULL THEN s.last_job_status END,
+    firing_error = NULL,
+    firing_failures = 0,
+    firing_retry_at = NULL
 FROM unnest(%(namespaces)b::text[], %(names)b::text[], %(revisions)b::integer[],
             %(next_run_ats)b::timestamptz[], %(missed_befores)b::timestamptz[],
             %(last_occurrences)b::timestamptz[], %(skipped)b::bigint[],
@@ -176,19 +186,41 @@ FROM unnest(%(namespaces)b::text[], %(names)b::text[], %(revisions)b::integer[],
 WHERE s.namespace = a.namespace AND s.name = a.name AND s.revision = a.revision AND s.enabled
 RETURNING s.namespace, s.name;
 
+-- name: schedule_record_failures
+-- Firing: schedules whose firing failed keep their next run and wait for a retry, after
+-- first_seconds doubling with each consecutive failure up to max_seconds; the error is
+-- stored for the listings and the operator's status. Fenced by the revision read at claim.
+UPDATE tickwork.schedules s
+SET firing_error = f.error,
+    firing_failures = s.firing_failures + 1,
+    firing_retry_at = coalesce(%(now)s, now()) + make_interval(secs => least(
+        %(first_seconds)s::double precision * power(2, least(s.firing_failures, 30)),
+        %(max_seconds)s::double precision))
+FROM unnest(%(namespaces)b::text[], %(names)b::text[], %(revisions)b::integer[],
+            %(errors)b::text[])
+     AS f(namespace, name, revision, error)
+WHERE s.namespace = f.namespace AND s.name = f.name AND s.revision = f.revision
+RETURNING s.namespace, s.name, s.firing_failures, s.firing_retry_at;
+
 -- name: schedule_next_due
--- The firing loop's alarm: the database's now and the earliest due time it fires.
+-- The firing loop's alarm: the database's now and the earliest due time it fires (the next
+-- run of a schedule, or the retry of one whose firing failed: it is due no earlier).
 SELECT coalesce(%(now)s, now()),
-       (SELECT min(first.next_run_at)
+       (SELECT min(least(first.next_run_at, first.retry_at))
         FROM unnest(%(namespaces)b::text[]) AS offered(namespace)
         CROSS JOIN LATERAL (
-            SELECT min(s.next_run_at) AS next_run_at FROM tickwork.schedules s
-            WHERE s.namespace = offered.namespace AND s.enabled AND NOT s.suspended
+            SELECT (SELECT min(s.next_run_at) FROM tickwork.schedules s
+                    WHERE s.namespace = offered.namespace AND s.enabled AND NOT s.suspended
+                      AND s.firing_retry_at IS NULL) AS next_run_at,
+                   (SELECT min(greatest(s.firing_retry_at, s.next_run_at))
+                    FROM tickwork.schedules s
+                    WHERE s.namespace = offered.namespace AND s.enabled AND NOT s.suspended
+                      AND s.firing_retry_at IS NOT NULL) AS retry_at
         ) AS first);
 
 -- name: schedule_upcoming
 -- Schedules of the offered namespaces due before a horizon (the firing loop parses their
--- definitions ahead of time, while it would otherwise sleep).
+-- definitions ahead of time, while it would otherwise sleep); set-aside ones are left out.
 SELECT soon.namespace, soon.name, soon.revision
 FROM unnest(%(namespaces)b::text[]) AS offered(namespace)
 CROSS JOIN LATERAL (
@@ -197,6 +229,7 @@ CROSS JOIN LATERAL (
     WHERE s.namespace = offered.namespace
       AND s.enabled AND NOT s.suspended
       AND s.next_run_at <= %(before)s
+      AND s.firing_retry_at IS NULL
     ORDER BY s.next_run_at
     LIMIT %(limit)s
 ) AS soon;
@@ -269,7 +302,8 @@ SELECT s.namespace, s.name, s.revision, s.enabled, s.suspended,
        s.spec ->> 'schedule', s.spec ->> 'every', s.spec ->> 'timeZone',
        s.next_run_at, s.last_occurrence_at, s.last_job_id,
        coalesce(j.status, s.last_job_status), s.last_success_at, s.skipped_occurrences,
-       n.owner, s.spec, s.state, s.created_at, s.updated_at
+       n.owner, s.spec, s.state, s.created_at, s.updated_at,
+       s.firing_error, s.firing_failures, s.firing_retry_at
 FROM tickwork.schedules s
 JOIN tickwork.schedule_namespaces n ON n.namespace = s.namespace
 LEFT JOIN tickwork.jobs j ON j.id = s.last_job_id
