@@ -4,13 +4,17 @@ A :class:`ScheduleDefinition` is what ``sync_schedules`` stores. :meth:`~Schedul
 and :meth:`~ScheduleDefinition.from_spec` translate it to and from the camelCase ``spec`` of a
 ``Schedule`` manifest (the same shape the CRD accepts and the database keeps as jsonb).
 
-``from_spec`` checks the shape (known fields, types, enum values); ``validate`` checks the values
-(name format, cron, zone, ranges). Both raise :class:`DefinitionError`.
+``from_spec`` checks the shape (known fields, types, enum values, ranges); ``validate`` checks
+the values (name format, cron, zone, ranges, the payload). Both raise :class:`DefinitionError`.
+The ranges are those of :mod:`tickwork.schedules.limits` (docs/limits.md). Nothing here recurses
+over a user's value (a payload nested a thousand levels is refused, not a RecursionError), and
+values quoted in messages are cut short.
 """
 
 from __future__ import annotations
 
 import enum
+import json
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -20,17 +24,16 @@ from typing import Any, NoReturn, TypeVar
 
 from tickwork.errors import InvalidInput
 from tickwork.model import DEFAULT_QUEUE, Backoff
-from tickwork.schedules import occurrences
+from tickwork.schedules import limits, occurrences
+from tickwork.schedules.limits import MAX_CATCH_UP as MAX_CATCH_UP
+from tickwork.schedules.limits import MAX_INT as MAX_INT
+from tickwork.schedules.limits import MAX_NAME_LENGTH as MAX_NAME_LENGTH
 
-MAX_NAME_LENGTH = 253
-"""Longest schedule name: a Kubernetes object name (DNS-1123 subdomain)."""
-
-MAX_INT = 2**31 - 1
-MAX_CATCH_UP = 1000
-"""CatchUp fires at most this many missed occurrences (firing sizes its look-ahead by it)."""
-"""Upper bound of every integer field: they are stored as PostgreSQL ``integer``."""
+SHOWN_LENGTH = 60
+"""Values quoted in an error message are cut to about this many characters."""
 
 _T = TypeVar("_T")
+_V = TypeVar("_V", str | None, int | None, float | None)
 _E = TypeVar("_E", bound=enum.StrEnum)
 
 _NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
@@ -75,7 +78,8 @@ class JobTemplate:
     kind: str
     queue: str = DEFAULT_QUEUE
     payload: Any = field(default_factory=dict)
-    """Any JSON value: dicts with string keys, lists, strings, finite numbers, booleans, None."""
+    """Any JSON value: dicts with string keys, lists, strings, finite numbers, booleans, None,
+    within the payload limits of :mod:`tickwork.schedules.limits`."""
     priority: int = 0
     max_attempts: int | None = None
     """None: the task's own, applied by the worker that claims the job."""
@@ -113,22 +117,25 @@ class ScheduleDefinition:
         if (self.schedule is None) == (self.every is None):
             which = "both are" if self.schedule is not None else "neither is"
             fail("spec", f"set exactly one of spec.schedule or spec.every ({which} set)")
+        if self.schedule is not None:
+            self._check("spec.schedule", self.schedule)
+        if self.every is not None and self.every > limits.MAX_EVERY:
+            fail("spec.every", f"must be at most {format_duration(limits.MAX_EVERY)}")
         try:
             self.timetable(namespace)
         except occurrences.InvalidExpression as error:
             fail("spec.schedule" if self.schedule is not None else "spec.every", str(error))
         if self.schedule is not None and self.interval_mode is not IntervalMode.FIXED_RATE:
             fail("spec.intervalMode", "is only valid with spec.every")
+        self._check("spec.timeZone", self.time_zone)
         try:
             occurrences.load_zone(self.time_zone)
         except occurrences.InvalidExpression as error:
             fail("spec.timeZone", str(error))
         if self.starting_deadline_seconds is not None:
-            self._check_int("spec.startingDeadlineSeconds", self.starting_deadline_seconds, 1)
-        self._check_int("spec.catchUpLimit", self.catch_up_limit, 1)
-        if self.catch_up_limit > MAX_CATCH_UP:
-            self._fail("spec.catchUpLimit", f"must be <= {MAX_CATCH_UP}, not {self.catch_up_limit}")
-        self._check_int("spec.jitterSeconds", self.jitter_seconds, 0)
+            self._check("spec.startingDeadlineSeconds", self.starting_deadline_seconds)
+        self._check("spec.catchUpLimit", self.catch_up_limit)
+        self._check("spec.jitterSeconds", self.jitter_seconds)
         if self.every is not None and self.jitter_seconds >= self.every.total_seconds():
             every = format_duration(self.every)
             fail("spec.jitterSeconds", f"must be less than spec.every ({every})")
@@ -177,8 +184,7 @@ class ScheduleDefinition:
         checked by :meth:`validate`.
         """
         fields = _Fields(name, "spec", spec, _SPEC_FIELDS)
-        if fields.string("scheduleNamespace") == "":
-            raise fields.error("scheduleNamespace", "must not be empty")
+        fields.string("scheduleNamespace")
         every = fields.parse("every", occurrences.parse_duration)
         interval_mode = fields.choice("intervalMode", IntervalMode)
         if interval_mode is not None and every is None:
@@ -204,35 +210,148 @@ class ScheduleDefinition:
 
     def _validate_job(self) -> None:
         job = self.job
-        if not job.kind.strip():
-            self._fail("spec.job.kind", "must not be empty")
-        if not job.queue.strip():
-            self._fail("spec.job.queue", "must not be empty")
-        _check_json(self._error, "spec.job.payload", job.payload)
-        self._check_int("spec.job.priority", job.priority, 0)
+        self._check("spec.job.kind", job.kind)
+        self._check("spec.job.queue", job.queue)
+        check_payload(self._error, "spec.job.payload", job.payload)
+        self._check("spec.job.priority", job.priority)
         if job.max_attempts is not None:
-            self._check_int("spec.job.maxAttempts", job.max_attempts, 1)
+            self._check("spec.job.maxAttempts", job.max_attempts)
         if job.retry is not None:
             for key, value in _retry_to_spec(job.retry).items():
-                if not math.isfinite(value):
-                    self._fail(f"spec.job.retryPolicy.{key}", "must be a finite number")
-        timeout = job.timeout_seconds
-        if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
-            self._fail("spec.job.timeoutSeconds", "must be a positive number of seconds")
-        if job.concurrency_key is not None and not job.concurrency_key.strip():
-            self._fail("spec.job.concurrencyKey", "must not be empty (omit it instead)")
+                self._check(f"spec.job.retryPolicy.{key}", value)
+        if job.timeout_seconds is not None:
+            self._check("spec.job.timeoutSeconds", job.timeout_seconds)
+        if job.concurrency_key is not None:
+            self._check("spec.job.concurrencyKey", job.concurrency_key)
 
-    def _check_int(self, path: str, value: int, minimum: int) -> None:
-        if value < minimum:
-            self._fail(path, f"must be >= {minimum}, not {value}")
-        if value > MAX_INT:
-            self._fail(path, f"must be <= {MAX_INT}, not {value}")
+    def _check(self, path: str, value: str | float) -> None:
+        """Refuse ``value`` unless it is within the limits of the field at ``path``."""
+        problem = limit_problem(path, value)
+        if problem is not None:
+            self._fail(path, problem)
 
     def _error(self, path: str, reason: str) -> DefinitionError:
         return DefinitionError(self.name, path, reason)
 
     def _fail(self, path: str, reason: str) -> NoReturn:
         raise self._error(path, reason)
+
+
+def limit_problem(path: str, value: str | float) -> str | None:
+    """Why ``value`` is outside the limits of the field at ``path``, or None when it is not."""
+    limit = limits.FIELDS[path]
+    if isinstance(value, str):
+        return text_problem(value, limit.min_length or 0, limit.max_length)
+    if isinstance(value, float) and not math.isfinite(value):
+        return "must be a finite number"
+    if limit.minimum is not None:
+        if limit.exclusive_minimum and value <= limit.minimum:
+            return f"must be > {_number(limit.minimum)}, not {shown(value)}"
+        if value < limit.minimum:
+            return f"must be >= {_number(limit.minimum)}, not {shown(value)}"
+    if limit.maximum is not None and value > limit.maximum:
+        return f"must be <= {_number(limit.maximum)}, not {shown(value)}"
+    return None
+
+
+def text_problem(value: str, min_length: int, max_length: int | None) -> str | None:
+    """Why ``value`` cannot be stored as this text, or None: too long, NUL (PostgreSQL text
+    and jsonb cannot hold U+0000), not UTF-8 (an unpaired surrogate), or blank."""
+    if max_length is not None and len(value) > max_length:
+        return f"must be at most {max_length} characters, not {len(value)}"
+    if "\x00" in value:
+        return "must not contain NUL (U+0000) characters"
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return "must be valid Unicode (it contains an unpaired surrogate)"
+    if min_length and not value.strip():
+        return "must not be empty"
+    return None
+
+
+def check_payload(error: Callable[[str, str], Exception], path: str, payload: Any) -> None:
+    """Raise ``error(where, reason)`` at the first value of ``payload`` that is not plain JSON
+    within the payload limits (depth, encoded size, key length, 64-bit integers, finite
+    numbers, text without NUL). Walks iteratively, so any depth (even a cycle) is safe, and
+    stops once the size is exceeded, so any breadth (even a YAML alias bomb) is cheap."""
+    budget = limits.PAYLOAD_MAX_BYTES
+    todo: list[tuple[str, Any, int]] = [(path, payload, 0)]
+    while todo:
+        where, value, depth = todo.pop()
+        size, children = _payload_node(error, where, value, depth)
+        budget -= size
+        if budget < 0:
+            reason = f"is larger than {limits.PAYLOAD_MAX_BYTES} bytes encoded as JSON"
+            raise error(path, reason)
+        todo.extend(reversed(children))
+
+
+def _payload_node(
+    error: Callable[[str, str], Exception], where: str, value: Any, depth: int
+) -> tuple[int, list[tuple[str, Any, int]]]:
+    """The bytes ``value`` adds to the compact JSON encoding (its own, not its children's)
+    and its children; raises for a value that is not within the limits."""
+    if value is None or isinstance(value, bool):
+        return len(json.dumps(value)), []
+    if isinstance(value, int):
+        if not limits.PAYLOAD_MIN_INT <= value <= limits.PAYLOAD_MAX_INT:
+            raise error(where, f"{shown(value)} is outside the signed 64-bit integer range")
+        return len(str(value)), []
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise error(where, f"{value} is not a JSON number")
+        return len(repr(value)), []
+    if isinstance(value, str):
+        problem = text_problem(value, 0, None)
+        if problem is not None:
+            raise error(where, problem)
+        return len(json.dumps(value, ensure_ascii=False).encode()), []
+    if isinstance(value, list | dict) and depth >= limits.PAYLOAD_MAX_DEPTH:
+        raise error(where, f"nests deeper than {limits.PAYLOAD_MAX_DEPTH} levels")
+    if isinstance(value, list):
+        items = [(f"{where}[{index}]", item, depth + 1) for index, item in enumerate(value)]
+        return 2 + max(len(value) - 1, 0), items
+    if isinstance(value, dict):
+        size = 2 + max(len(value) - 1, 0)
+        children = []
+        for key in value:
+            if not isinstance(key, str):
+                raise error(where, f"key {shown(key)} is not a string")
+            problem = text_problem(key, 0, limits.PAYLOAD_MAX_KEY_LENGTH)
+            if problem is not None:
+                raise error(where, f"key {shown(key)}: {problem}")
+            size += len(json.dumps(key, ensure_ascii=False).encode()) + 1
+            children.append((f"{where}{_key_path(key)}", value[key], depth + 1))
+        return size, children
+    raise error(where, f"{shown(value)} is not a JSON value ({type(value).__name__}); quote it")
+
+
+def _key_path(key: str) -> str:
+    """``.key``, or ``["a key"]`` for a key that is not a plain word."""
+    return f".{key}" if _PLAIN_KEY.fullmatch(key) else f"[{shown(key)}]"
+
+
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]{1,60}")
+
+
+def shown(value: Any) -> str:
+    """``value`` for a message: a repr cut to about :data:`SHOWN_LENGTH` characters, and a
+    huge integer as its size (its digits would not even convert to text)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 100:
+        return f"an integer of about {int(value.bit_length() * math.log10(2))} digits"
+    if isinstance(value, str):
+        text = repr(value[:SHOWN_LENGTH])
+        return text + "..." if len(value) > SHOWN_LENGTH else text
+    if isinstance(value, list | dict | Mapping):
+        return f"a {type(value).__name__}"
+    text = repr(value)
+    return text if len(text) <= SHOWN_LENGTH else text[:SHOWN_LENGTH] + "..."
+
+
+def key_name(key: Any) -> str:
+    """A mapping key as a field name in a message: itself when it is a short string."""
+    return key if isinstance(key, str) and len(key) <= SHOWN_LENGTH else shown(key)
 
 
 def check_manifest_rules(name: str, spec: Mapping[str, Any]) -> None:
@@ -283,27 +402,6 @@ def _validate_name(name: str) -> None:
         )
 
 
-def _check_json(error: Callable[[str, str], Exception], path: str, value: Any) -> None:
-    """Raise ``error(path, reason)`` unless ``value`` is plain JSON (round-trips unchanged)."""
-    if value is None or isinstance(value, str | bool | int):
-        return
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise error(path, f"{value} is not a JSON number")
-        return
-    if isinstance(value, list):
-        for index, item in enumerate(value):
-            _check_json(error, f"{path}[{index}]", item)
-        return
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise error(path, f"key {key!r} is not a string")
-            _check_json(error, f"{path}.{key}", item)
-        return
-    raise error(path, f"{value!r} is not a JSON value ({type(value).__name__}); quote it")
-
-
 def _retry_to_spec(retry: Backoff) -> dict[str, float]:
     return {
         "baseDelaySeconds": _number(retry.base),
@@ -335,10 +433,13 @@ def _job_from_spec(fields: _Fields) -> JobTemplate:
     if kind is None:
         raise fields.error("kind", "is required")
     retry = fields.mapping("retryPolicy", _RETRY_FIELDS)
+    payload = fields.values.get("payload", {})
+    where = f"{fields.path}.payload"
+    check_payload(lambda path, reason: DefinitionError(fields.name, path, reason), where, payload)
     return JobTemplate(
         kind=kind,
         queue=_or(fields.string("queue"), DEFAULT_QUEUE),
-        payload=_copy_json(fields.values["payload"]) if "payload" in fields.values else {},
+        payload=_copy_json(payload),
         priority=_or(fields.integer("priority"), 0),
         max_attempts=fields.integer("maxAttempts"),
         retry=None if retry is None else _retry_from_spec(retry),
@@ -352,10 +453,6 @@ def _retry_from_spec(fields: _Fields) -> Backoff:
     base = _or(fields.number("baseDelaySeconds"), default.base)
     rate = _or(fields.number("backoffRate"), default.rate)
     top = _or(fields.number("maxDelaySeconds"), default.max)
-    if base < 0:
-        raise fields.error("baseDelaySeconds", f"must be >= 0, not {_number(base)}")
-    if rate < 1:
-        raise fields.error("backoffRate", f"must be >= 1, not {_number(rate)}")
     if top < base:
         reason = f"must be >= baseDelaySeconds ({_number(base)}), not {_number(top)}"
         raise fields.error("maxDelaySeconds", reason)
@@ -363,7 +460,8 @@ def _retry_from_spec(fields: _Fields) -> Backoff:
 
 
 def _copy_json(value: Any) -> Any:
-    """A deep copy of a JSON-like value, so no caller shares a mutable payload."""
+    """A deep copy of a JSON-like value, so no caller shares a mutable payload (checked by
+    :func:`check_payload` first: it nests at most ``PAYLOAD_MAX_DEPTH`` levels)."""
     if isinstance(value, dict):
         return {key: _copy_json(item) for key, item in value.items()}
     if isinstance(value, list):
@@ -422,10 +520,19 @@ class _Fields:
         self.values: Mapping[str, Any] = value
         for key in value:
             if key not in known:
-                raise self.error(key, "unknown field")
+                raise self.error(key_name(key), "unknown field")
 
     def error(self, key: str, reason: str) -> DefinitionError:
         return DefinitionError(self.name, f"{self.path}.{key}", reason)
+
+    def _limited(self, key: str, value: _V) -> _V:
+        """``value``, unless it is outside the limits of its field (when it has any)."""
+        path = f"{self.path}.{key}"
+        if value is not None and path in limits.FIELDS:
+            problem = limit_problem(path, value)
+            if problem is not None:
+                raise self.error(key, problem)
+        return value
 
     def mapping(self, key: str, known: frozenset[str]) -> _Fields | None:
         value = self.values.get(key)
@@ -434,7 +541,7 @@ class _Fields:
     def string(self, key: str) -> str | None:
         value = self.values.get(key)
         if value is None or isinstance(value, str):
-            return value
+            return self._limited(key, value)
         raise self.error(key, f"must be a string, not {_type_name(value)}")
 
     def boolean(self, key: str) -> bool | None:
@@ -446,7 +553,7 @@ class _Fields:
     def integer(self, key: str) -> int | None:
         value = self.values.get(key)
         if value is None or (isinstance(value, int) and not isinstance(value, bool)):
-            return value
+            return self._limited(key, value)
         raise self.error(key, f"must be an integer, not {_type_name(value)}")
 
     def number(self, key: str) -> float | None:
@@ -457,7 +564,7 @@ class _Fields:
             raise self.error(key, f"must be a number, not {_type_name(value)}")
         if not math.isfinite(value):
             raise self.error(key, "must be a finite number")
-        return value
+        return self._limited(key, value)
 
     def choice(self, key: str, choices: type[_E]) -> _E | None:
         text = self.string(key)
@@ -487,9 +594,9 @@ def _type_name(value: Any) -> str:
     if isinstance(value, bool):
         return "a boolean"
     if isinstance(value, int | float):
-        return f"a number ({value})"
+        return f"a number ({shown(value)})"
     if isinstance(value, str):
-        return f"a string ({value!r})"
+        return f"a string ({shown(value)})"
     if isinstance(value, Mapping):
         return "a mapping"
     if isinstance(value, list):

@@ -4,6 +4,8 @@ Loading stops at the first problem (files in sorted order, documents in file ord
 :class:`ManifestError`, whose one-line message names the file, the document, the schedule and the
 field, for example ``schedules/a.yaml: document 2: Schedule 'nightly': spec.schedule: ...``.
 Every document is checked before anything is returned, so a caller writes nothing on error.
+Whatever a file holds (binary junk, YAML nested thousands of levels, values beyond every limit)
+ends as a :class:`ManifestError`, never another exception.
 """
 
 from __future__ import annotations
@@ -20,12 +22,17 @@ from tickwork.schedules.definition import (
     DefinitionError,
     ScheduleDefinition,
     check_manifest_rules,
+    key_name,
+    shown,
 )
 
 API_VERSION = "tickwork.io/v1"
 KIND = "Schedule"
 LIST_KINDS = {"List": "v1", "ScheduleList": API_VERSION}
 """Kinds of list documents whose ``items`` are Schedules, with their apiVersion."""
+
+MAX_FILE_BYTES = 8 * 1024 * 1024
+"""A larger manifest file is refused unread (a Kubernetes object is at most 1.5 MiB)."""
 
 _DOCUMENT_FIELDS = frozenset({"apiVersion", "kind", "metadata", "spec", "status"})
 _SUFFIXES = (".yaml", ".yml")
@@ -59,6 +66,8 @@ def load_path(path: str | Path, *, namespace: str | None = None) -> list[Schedul
     loaded: list[tuple[str, ScheduleDefinition]] = []
     for file in files:
         try:
+            if file.stat().st_size > MAX_FILE_BYTES:
+                raise ManifestError(str(file), f"larger than {MAX_FILE_BYTES} bytes")
             text = file.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as error:
             raise ManifestError(str(file), f"cannot read: {error}") from None
@@ -76,10 +85,10 @@ def load_documents(
 def target_namespace(document: Mapping[str, Any]) -> str | None:
     """The schedule namespace a Schedule asks for: ``spec.scheduleNamespace``, else its own."""
     spec = document.get("spec")
-    if isinstance(spec, Mapping) and spec.get("scheduleNamespace") is not None:
+    if isinstance(spec, Mapping) and isinstance(spec.get("scheduleNamespace"), str):
         return str(spec["scheduleNamespace"])
     metadata = document.get("metadata")
-    if isinstance(metadata, Mapping) and metadata.get("namespace") is not None:
+    if isinstance(metadata, Mapping) and isinstance(metadata.get("namespace"), str):
         return str(metadata["namespace"])
     return None
 
@@ -116,7 +125,7 @@ def _load(text: str, source: str, namespace: str | None) -> list[tuple[str, Sche
     loaded = []
     for where, document in _schedule_documents(text, source):
         name = _name(where, document)
-        label = f"{where}: {KIND} {name!r}"
+        label = f"{where}: {KIND} {shown(name)}"
         if document.get("spec") is None:
             raise ManifestError(label, "spec: is required")
         wanted = target_namespace(document)
@@ -126,8 +135,10 @@ def _load(text: str, source: str, namespace: str | None) -> list[tuple[str, Sche
             definition.validate(namespace or wanted or "default")
         except DefinitionError as error:
             raise ManifestError(label, f"{error.field}: {error.reason}") from None
+        except Exception as error:  # a value no check foresaw: still one line, not a traceback
+            raise ManifestError(label, f"spec: cannot be read: {type(error).__name__}") from None
         if namespace is not None and wanted is not None and wanted != namespace:
-            raise ManifestError(label, f"belongs to namespace {wanted!r}, not {namespace!r}")
+            raise ManifestError(label, f"belongs to namespace {shown(wanted)}, not {namespace!r}")
         loaded.append((where, definition))
     return loaded
 
@@ -169,11 +180,11 @@ def _check_type(where: str, document: Mapping[str, Any]) -> None:
     if api_version != API_VERSION or kind != KIND:
         raise ManifestError(
             where,
-            f"not a {API_VERSION} {KIND} (apiVersion: {api_version!r}, kind: {kind!r})",
+            f"not a {API_VERSION} {KIND} (apiVersion: {shown(api_version)}, kind: {shown(kind)})",
         )
     for key in document:
         if key not in _DOCUMENT_FIELDS:
-            raise ManifestError(where, f"{key}: unknown field")
+            raise ManifestError(where, f"{key_name(key)}: unknown field")
 
 
 def _name(where: str, document: Mapping[str, Any]) -> str:
@@ -183,6 +194,8 @@ def _name(where: str, document: Mapping[str, Any]) -> str:
     name = metadata.get("name")
     if not isinstance(name, str) or not name:
         raise ManifestError(where, "metadata.name: is required and must be a string")
+    if not isinstance(metadata.get("namespace", ""), str | None):
+        raise ManifestError(where, "metadata.namespace: must be a string")
     return name
 
 
@@ -194,7 +207,12 @@ def _parse(text: str, source: str) -> list[Any]:
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         raise ManifestError(source, f"invalid YAML{at}: {error.problem}") from None
     except yaml.YAMLError as error:
-        raise ManifestError(source, f"invalid YAML: {error}") from None
+        raise ManifestError(source, f"invalid YAML: {' '.join(str(error).split())}") from None
+    except RecursionError:
+        raise ManifestError(source, "invalid YAML: nested too deeply") from None
+    except Exception as error:  # a scalar PyYAML cannot build (an int of 5000 digits, ...)
+        reason = " ".join(str(error).split())[:200] or type(error).__name__
+        raise ManifestError(source, f"invalid YAML: {reason}") from None
 
 
 class _Loader(yaml.SafeLoader):
@@ -210,6 +228,16 @@ class _Loader(yaml.SafeLoader):
                     )
                 seen.add(key_node.value)
         return super().construct_mapping(node, deep=deep)
+
+    def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
+        try:
+            return super().construct_yaml_int(node)
+        except ValueError:  # beyond Python's 4300 digits: it cannot be a valid value anyway
+            message = "integer with too many digits"
+            raise yaml.constructor.ConstructorError(None, None, message, node.start_mark) from None
+
+
+_Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_yaml_int)
 
 
 _Loader.yaml_implicit_resolvers = {

@@ -40,6 +40,7 @@ from typing import TypeAlias
 from zoneinfo import ZoneInfo, available_timezones
 
 from tickwork.errors import TickworkError
+from tickwork.schedules import limits
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 """The default fixed-rate anchor: every process derives the same occurrences from it."""
@@ -80,8 +81,13 @@ def parse_duration(text: str) -> timedelta:
     """Read ``30s``, ``5m``, ``1h30m``, ``1.5h`` or ``2d``: numbers with units ``d h m s``.
 
     Units appear at most once, largest first; a number may have a decimal fraction. The
-    result is at least one second and exact to the microsecond, or InvalidExpression.
+    result is at least one second, at most ``limits.MAX_EVERY`` (366 days) and exact to the
+    microsecond, or InvalidExpression.
     """
+    if len(text) > limits.MAX_EVERY_LENGTH:
+        shown = f"{text[:20]!r}..."
+        reason = f"longer than {limits.MAX_EVERY_LENGTH} characters"
+        raise InvalidExpression(f"invalid duration {shown}: {reason}")
     if not _DURATION.fullmatch(text):
         raise InvalidExpression(
             f"invalid duration {text!r}: expected numbers with units d, h, m, s, like 30s or 1h30m"
@@ -95,10 +101,10 @@ def parse_duration(text: str) -> timedelta:
         raise InvalidExpression(f"invalid duration {text!r}: finer than a microsecond")
     if seconds < 1:
         raise InvalidExpression(f"invalid duration {text!r}: must be at least 1s")
-    try:
-        return timedelta(microseconds=int(seconds * 1_000_000))
-    except OverflowError:
-        raise InvalidExpression(f"invalid duration {text!r}: too long") from None
+    if seconds > limits.MAX_DURATION_SECONDS:
+        most = f"{limits.MAX_DURATION_SECONDS // 86_400}d"
+        raise InvalidExpression(f"invalid duration {text!r}: too long, at most {most}")
+    return timedelta(microseconds=int(seconds * 1_000_000))
 
 
 # -- cron fields ----------------------------------------------------------------------------
