@@ -159,6 +159,8 @@ def operator_config(database_url: str, **overrides: Any) -> OperatorConfig:
     base = OperatorConfig(
         database_url,
         standalone=True,
+        registry_ttl=1.5,
+        start_wait=5.0,
         http_port=0,
         http_host="127.0.0.1",
         status_interval=0.2,
@@ -175,10 +177,12 @@ OperatorFactory = Callable[..., Awaitable[OperatorThread]]
 
 @pytest.fixture
 async def start_operator(cluster: Cluster, database_url: str) -> AsyncIterator[OperatorFactory]:
-    """``await start_operator(**config_overrides)``: a running operator, stopped after."""
+    """``await start_operator(**config_overrides)``: a running operator, stopped after. Each
+    has an identity of its own (``operator-1``, ...) unless ``identity`` is given."""
     started: list[OperatorThread] = []
 
     async def start(**overrides: Any) -> OperatorThread:
+        overrides.setdefault("identity", f"operator-{len(started) + 1}")
         thread = OperatorThread(operator_config(database_url, **overrides))
         started.append(thread)
         await thread.start()

@@ -3,8 +3,10 @@
 Every flag has a ``TICKWORK_*`` variable (``--cluster-name`` → ``TICKWORK_CLUSTER_NAME``;
 ``TICKWORK_NAMESPACE`` takes a comma-separated list; switches take true/false); flags win.
 It logs in with the in-cluster service account, else ``$KUBECONFIG`` (as kubectl does). An
-unreachable database at start is not fatal: the operator reports ``DatabaseUnavailable`` and
-keeps trying.
+unreachable database at start is not fatal: the operator waits for it to register (see
+:mod:`tickwork.operator.registry`), then reports ``DatabaseUnavailable`` while it is gone. A
+live operator of the same cluster name watching an overlapping scope makes it refuse to start
+(one line on stderr, exit status 1) once ``--start-wait`` has passed.
 """
 
 from __future__ import annotations
@@ -48,6 +50,29 @@ def register(subcommands: common.Subcommands) -> None:
         metavar="NAME",
         help="owner of the synced schedule namespaces is operator:NAME (default 'default'; "
         "env TICKWORK_CLUSTER_NAME)",
+    )
+    add(
+        "--identity",
+        metavar="NAME",
+        help="this operator's name in the operators' registry; a start under a registered "
+        "identity replaces its entry (default: the host name, in a pod the pod's name; "
+        "env TICKWORK_IDENTITY)",
+    )
+    add(
+        "--registry-ttl",
+        type=float,
+        metavar="SECONDS",
+        help=_env("REGISTRY_TTL", "a registry entry without a heartbeat expires after", 30.0),
+    )
+    add(
+        "--start-wait",
+        type=float,
+        metavar="SECONDS",
+        help=_env(
+            "START_WAIT",
+            "how long a start waits for a live operator of an overlapping scope to go",
+            60.0,
+        ),
     )
     add(
         "--http-port",
@@ -130,6 +155,9 @@ def build_config(args: argparse.Namespace, env: common.Env) -> OperatorConfig:
 
     take("database_url")
     take("cluster_name")
+    take("identity")
+    take("registry_ttl", float)
+    take("start_wait", float)
     take("http_port", int)
     take("peering")
     take("standalone", _switch)

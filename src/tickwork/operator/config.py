@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import socket
+from dataclasses import dataclass, field
 
 from tickwork.errors import ConfigurationError
 
@@ -20,9 +21,17 @@ class OperatorConfig:
     database_url: str
     """libpq connection string of the PostgreSQL database."""
     namespaces: tuple[str, ...] = ()
-    """Kubernetes namespaces to watch; empty: all of them."""
+    """Kubernetes namespaces to watch (the operator's scope); empty: all of them."""
     cluster_name: str = "default"
     """The operator owns its schedule namespaces as ``operator:<cluster_name>``."""
+    identity: str = field(default_factory=socket.gethostname)
+    """This operator's name in the registry (default: the host name, in a pod the pod's
+    name); a start under the identity of a registered operator replaces its entry."""
+    registry_ttl: float = 30.0
+    """Seconds a registry entry stays live without a heartbeat (one every third of this)."""
+    start_wait: float = 60.0
+    """At start, how long to wait for a live operator of an overlapping scope to go before
+    refusing to start."""
     http_port: int = 9090
     """/metrics, /healthz, /readyz."""
     http_host: str = "0.0.0.0"
@@ -63,7 +72,14 @@ class OperatorConfig:
             raise ConfigurationError("--database-url (or TICKWORK_DATABASE_URL) is required")
         if not self.cluster_name.strip():
             raise ConfigurationError("--cluster-name: must not be empty")
+        if not self.identity.strip():
+            raise ConfigurationError("--identity: must not be empty")
+        if any(not ns.strip() for ns in self.namespaces):
+            raise ConfigurationError("--namespace: must not be empty")
+        if self.start_wait < 0:
+            raise ConfigurationError("start_wait: must not be negative")
         for name in (
+            "registry_ttl",
             "status_interval",
             "coalesce_seconds",
             "coalesce_max_seconds",

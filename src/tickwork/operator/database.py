@@ -3,6 +3,10 @@
 A pool (rather than the App's) so that an unreachable database fails a call within
 ``timeout`` seconds instead of blocking the operator; connections broken by a restart of the
 database are replaced by the pool.
+
+The database knows the operator's ``scope`` (the Kubernetes namespaces it watches, empty: all):
+a sync records it on the schedule namespace, and refuses a namespace another operator of the
+same owner synced from a disjoint scope; the namespaces pruned at start are those of the scope.
 """
 
 from __future__ import annotations
@@ -11,8 +15,9 @@ import asyncio
 from collections.abc import Sequence
 from typing import TypeVar
 
-from tickwork.db import connections, store
+from tickwork.db import connections, operators, store
 from tickwork.db import schedules as db
+from tickwork.errors import NamespaceOwned
 from tickwork.schedules import sync
 from tickwork.schedules.definition import ScheduleDefinition
 
@@ -27,9 +32,10 @@ DatabaseError = connections.DatabaseError
 
 
 class Database:
-    def __init__(self, url: str, *, timeout: float = 5.0) -> None:
+    def __init__(self, url: str, *, timeout: float = 5.0, scope: operators.Scope = ()) -> None:
         self.url = url
         self.timeout = timeout
+        self.scope = scope
         self._pool: connections.Pool | None = None
 
     def _connection_pool(self) -> connections.Pool:
@@ -50,11 +56,28 @@ class Database:
         protect: frozenset[str],
         owner: str,
     ) -> sync.SyncReport:
-        """One desired-state sync of ``namespace`` with pruning (one transaction)."""
+        """One desired-state sync of ``namespace`` with pruning, and the scope it came from
+        (one transaction). Raises NamespaceOwned when another owner owns it, or when the same
+        owner's operator of a disjoint scope synced it last (and has not synced it empty)."""
+        synced_scope = self.scope if definitions or protect else None
 
         def call() -> sync.SyncReport:
-            with self._connection_pool().connection(timeout=self.timeout) as conn:
-                return sync.sync(
+            with (
+                self._connection_pool().connection(timeout=self.timeout) as conn,
+                conn.transaction(),
+            ):
+                found = store.run(conn, operators.lock_namespace(namespace))
+                if (
+                    found is not None
+                    and found.owner == owner
+                    and found.scope is not None
+                    and not operators.overlaps(found.scope, self.scope)
+                ):
+                    raise NamespaceOwned(
+                        f"schedule namespace {namespace!r} is synced from the Kubernetes "
+                        f"namespaces {', '.join(found.scope)} by another operator of {owner!r}"
+                    )
+                report = sync.sync(
                     conn,
                     namespace,
                     definitions,
@@ -65,11 +88,45 @@ class Database:
                     now=None,
                     protect=protect,
                 )
+                store.run(conn, operators.record_scope(namespace, owner, synced_scope))
+                return report
 
         return await asyncio.to_thread(call)
 
     async def owned_namespaces(self, owner: str) -> list[str]:
-        return await asyncio.to_thread(self._run, db.owned_namespaces(owner))
+        """The namespaces ``owner`` owns that this operator's scope synced (all of them when
+        it watches every namespace): those its first sync after a start prunes."""
+        return await asyncio.to_thread(
+            self._run, operators.namespaces_in_scope(owner, self.scope)
+        )
+
+    async def join(
+        self, registration: operators.Registration, ttl_seconds: float
+    ) -> list[operators.Member]:
+        """Register in the operators' registry unless a live operator of the same owner
+        watches a namespace of this scope; returns those (empty: registered)."""
+
+        def call() -> list[operators.Member]:
+            owner = registration.owner
+            with (
+                self._connection_pool().connection(timeout=self.timeout) as conn,
+                conn.transaction(),
+            ):
+                store.run(conn, operators.lock_owner(owner))
+                store.run(conn, operators.clear(owner, registration.identity))
+                others = store.run(conn, operators.overlapping(owner, registration.scope))
+                if not others:
+                    store.run(conn, operators.insert(registration, ttl_seconds))
+                return others
+
+        return await asyncio.to_thread(call)
+
+    async def heartbeat(self, registration: operators.Registration, ttl_seconds: float) -> str:
+        """Extend the registry entry: ``renewed``, ``replaced`` or ``gone``."""
+        return await asyncio.to_thread(self._run, operators.heartbeat(registration, ttl_seconds))
+
+    async def leave(self, registration: operators.Registration) -> None:
+        await asyncio.to_thread(self._run, operators.leave(registration))
 
     async def schedules(self) -> list[db.ScheduleRow]:
         return await asyncio.to_thread(self._run, db.list_schedules(None))

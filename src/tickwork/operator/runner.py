@@ -1,15 +1,19 @@
 """Run the operator: kopf with tickwork's handlers and settings, plus the probe server
-(``/metrics``, ``/healthz``, ``/readyz``) on the configured port."""
+(``/metrics``, ``/healthz``, ``/readyz``) on the configured port, and the operator's entry in
+the registry (:mod:`tickwork.operator.registry`): kopf starts only once this operator has
+joined, and stops when its entry goes to an overlapping operator."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from typing import Any
 
 import kopf
 
 from tickwork.http import ProbeServer, database_readiness
-from tickwork.operator import handlers, webhook
+from tickwork.operator import handlers, registry, webhook
 from tickwork.operator.config import ANNOTATIONS_PREFIX, FINALIZER, OperatorConfig
 from tickwork.operator.database import Database
 
@@ -35,13 +39,17 @@ def operator_settings(config: OperatorConfig) -> kopf.OperatorSettings:
 
 async def run(config: OperatorConfig, **kopf_options: Any) -> None:
     """Serve until kopf stops (a signal in the main thread, or ``stop_flag`` among
-    ``kopf_options``, which go to :func:`kopf.operator` as they are: ``ready_flag`` too)."""
-    database = Database(config.database_url, timeout=config.database_timeout)
+    ``kopf_options``, which go to :func:`kopf.operator` as they are: ``ready_flag`` too).
+    Raises OperatorConflict when it may not start, or may not go on."""
+    database = Database(
+        config.database_url, timeout=config.database_timeout, scope=config.namespaces
+    )
+    membership = registry.Membership(database, config)
     runtime = handlers.Runtime(config, database)
-    registry = kopf.OperatorRegistry()
-    handlers.register(registry, runtime)
+    kopf_registry = kopf.OperatorRegistry()
+    handlers.register(kopf_registry, runtime)
     if config.webhook:
-        webhook.register(registry)
+        webhook.register(kopf_registry)
     probes = ProbeServer(
         config.http_port,
         host=config.http_host,
@@ -50,15 +58,25 @@ async def run(config: OperatorConfig, **kopf_options: Any) -> None:
     )
     await probes.start()
     try:
-        await kopf.operator(
-            registry=registry,
-            settings=operator_settings(config),
-            clusterwide=not config.namespaces,
-            namespaces=list(config.namespaces),
-            standalone=config.standalone,
-            peering_name=None if config.standalone else config.peering,
-            **kopf_options,
+        await membership.join()
+        operator = asyncio.create_task(
+            kopf.operator(
+                registry=kopf_registry,
+                settings=operator_settings(config),
+                clusterwide=not config.namespaces,
+                namespaces=list(config.namespaces),
+                standalone=config.standalone,
+                peering_name=None if config.standalone else config.peering,
+                **kopf_options,
+            )
         )
+        heartbeat = asyncio.create_task(membership.keep())
+        await asyncio.wait({operator, heartbeat}, return_when=asyncio.FIRST_COMPLETED)
+        for task in (operator, heartbeat):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task  # raises what ended the run: OperatorConflict, kopf's error
     finally:
+        await membership.leave()
         await probes.stop()
         database.close()

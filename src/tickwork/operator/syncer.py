@@ -11,8 +11,9 @@ attempt syncs the whole namespace.
 
 Nothing is synced until ``barrier`` returns (the index holds every Schedule that exists, see
 :mod:`tickwork.operator.listing`). The first round then also syncs the namespaces this operator
-owns in PostgreSQL that no Schedule names any more, which prunes Schedules deleted while the
-operator was down.
+owns in PostgreSQL within its scope (:meth:`Database.owned_namespaces`) that no Schedule names
+any more, which prunes Schedules deleted while the operator was down, and nothing another
+scope's operator synced.
 """
 
 from __future__ import annotations
