@@ -18,6 +18,7 @@ import tickwork
 from schedule_helpers import every
 from tickwork.admin.settings import AdminSettings
 from tickwork.clock import SettableClock
+from tickwork.maintenance import firing
 
 PAGE_SIZE = 3
 
@@ -118,6 +119,37 @@ async def test_schedule_detail_shows_history_audit_and_who_owns_it(
     operated = await get_page(client, f"/schedules/{K8S}/sweep")
     assert "kubectl edit schedule sweep -n team-a" in operated
     assert "no live worker offers this namespace" in operated
+
+
+async def test_a_schedule_set_aside_by_a_firing_error_shows_it_in_listing_and_detail(
+    client: TestClient, app: tickwork.App, conn: psycopg.Connection, ids: dict[str, int]
+) -> None:
+    conn.execute(
+        "UPDATE tickwork.schedules SET spec = jsonb_set(spec, '{every}', '5'),"
+        " revision = revision + 1 WHERE namespace = %s AND name = 'tick'",
+        (BILLING,),
+    )
+    async with await psycopg.AsyncConnection.connect(conn.info.dsn, autocommit=True) as aconn:
+        report = await firing.run_once(aconn, [BILLING], helpers.at(60))
+    assert (report.fired, report.failed) == (0, 1)
+    error = (
+        "the stored spec cannot be read by this version: spec.every: must be a string, "
+        "not a number (5)"
+    )
+    data = await get_json(client, f"/api/schedules?namespace={BILLING}")
+    assert data["namespaces"][0]["failing"] == 1
+    tick = next(s for s in data["schedules"] if s["name"] == "tick")
+    assert (tick["firing_error"], tick["firing_failures"]) == (error, 1)
+    assert tick["firing_retry_at"] == helpers.at(61).isoformat()
+    nightly = next(s for s in data["schedules"] if s["name"] == "nightly")
+    assert (nightly["firing_error"], nightly["firing_failures"]) == (None, 0)
+    detail = await get_json(client, f"/api/schedules/{BILLING}/tick")
+    assert detail["summary"]["firing_error"] == detail["row"]["firing_error"] == error
+    listing = await get_page(client, f"/schedules?namespace={BILLING}")
+    assert ">failing</span>" in listing and "spec.every: must be a string" in listing
+    page = await get_page(client, f"/schedules/{BILLING}/tick")
+    assert "1 failed firings in a row; retry" in page and "spec.every: must be a string" in page
+    assert "none: its last firing worked" in await get_page(client, f"/schedules/{BILLING}/nightly")
 
 
 async def test_jobs_filters(client: TestClient, ids: dict[str, int]) -> None:

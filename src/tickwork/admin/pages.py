@@ -367,17 +367,40 @@ def _spec(s: admin_db.ScheduleSummary) -> Html:
     return join("every ", el("code", s.every))
 
 
-def _state(enabled: bool, suspended: bool) -> Html:
+def _state(enabled: bool, suspended: bool, firing_error: str | None = None) -> Html:
     if not enabled:
         return el("span", "disabled", class_="warn")
-    return (
-        el("span", "suspended", class_="warn") if suspended else el("span", "enabled", class_="ok")
+    if suspended:
+        return el("span", "suspended", class_="warn")
+    if firing_error is not None:
+        return el("span", "failing", class_="error", title=firing_error)
+    return el("span", "enabled", class_="ok")
+
+
+def _firing_error(s: admin_db.ScheduleSummary) -> Html | None:
+    """A set-aside schedule's error, its consecutive failures and its retry time."""
+    if s.firing_error is None:
+        return None
+    return join(
+        el("span", s.firing_error, class_="error"),
+        f" ({s.firing_failures} failed firings in a row; retry ",
+        when(s.firing_retry_at),
+        ")",
     )
 
 
 def schedules(ctx: Context, page: reads.SchedulesPage) -> Html:
     spaces = table(
-        ["namespace", "owner", "schedules", "enabled", "suspended", "skipped", "fired by"],
+        [
+            "namespace",
+            "owner",
+            "schedules",
+            "enabled",
+            "suspended",
+            "skipped",
+            "failing",
+            "fired by",
+        ],
         [
             [
                 el("a", n.namespace, href=link("/schedules", {"namespace": n.namespace})),
@@ -386,6 +409,7 @@ def schedules(ctx: Context, page: reads.SchedulesPage) -> Html:
                 n.enabled,
                 n.suspended,
                 n.skipped_occurrences,
+                el("span", n.failing, class_="error") if n.failing else 0,
                 flag(n.served, "a live worker", "no live worker offers it"),
             ]
             for n in page.namespaces
@@ -399,13 +423,14 @@ def schedules(ctx: Context, page: reads.SchedulesPage) -> Html:
             _spec(s),
             s.kind,
             s.revision,
-            _state(s.enabled, s.suspended),
+            _state(s.enabled, s.suspended, s.firing_error),
             when(s.next_run_at),
             when(s.last_occurrence_at),
             join(job_link(s.last_job_id), " ", status(s.last_job_status)),
             when(s.last_success_at),
             when(s.last_failure_at),
             s.skipped_occurrences,
+            _firing_error(s),
         ]
         for s in page.schedules
     ]
@@ -445,6 +470,7 @@ def schedules(ctx: Context, page: reads.SchedulesPage) -> Html:
                 "last success",
                 "last failure",
                 "skipped",
+                "firing error",
             ],
             rows,
             "No schedules.",
@@ -634,13 +660,14 @@ def schedule(ctx: Context, page: reads.ScheduleDetail) -> Html:
         ("kind", s.kind),
         ("concurrency policy", s.concurrency_policy),
         ("revision", s.revision),
-        ("state", _state(s.enabled, s.suspended)),
+        ("state", _state(s.enabled, s.suspended, s.firing_error)),
         ("next run", when(s.next_run_at)),
         ("last occurrence", when(s.last_occurrence_at)),
         ("last job", join(job_link(s.last_job_id), " ", status(s.last_job_status))),
         ("last success", when(s.last_success_at)),
         ("last failure", when(s.last_failure_at)),
         ("skipped occurrences", s.skipped_occurrences),
+        ("firing error", _firing_error(s) or "none: its last firing worked"),
     ]
     trigger: Html
     if not ctx.operator:

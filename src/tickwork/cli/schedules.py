@@ -251,6 +251,7 @@ SCHEDULE_HEADERS = (
     "LAST JOB",
     "SKIPPED",
     "OWNER",
+    "FIRING ERROR",
 )
 
 
@@ -287,11 +288,16 @@ def schedule_object(row: ScheduleRow) -> Mapping[str, Any]:
         "spec": row.spec,
         "created_at": output.iso(row.created_at),
         "updated_at": output.iso(row.updated_at),
+        "firing_error": row.firing_error,
+        "firing_failures": row.firing_failures,
+        "firing_retry_at": output.iso(row.firing_retry_at),
     }
 
 
 def _schedule_row(row: ScheduleRow) -> tuple[Any, ...]:
     state = "disabled" if not row.enabled else "suspended" if row.suspend else "active"
+    if state == "active" and row.firing_error is not None:
+        state = "failing"
     last_job = None
     if row.last_job_id is not None:
         status = row.last_job_status.value if row.last_job_status else "?"
@@ -308,7 +314,16 @@ def _schedule_row(row: ScheduleRow) -> tuple[Any, ...]:
         last_job,
         row.skipped_occurrences,
         row.owner,
+        _firing_error(row),
     )
+
+
+def _firing_error(row: ScheduleRow) -> str | None:
+    """``3 failures, retry 2030-01-01T00:00:07+00:00: <error>`` for a set-aside schedule."""
+    if row.firing_error is None:
+        return None
+    retry = output.iso(row.firing_retry_at)
+    return f"{row.firing_failures} failures, retry {retry}: {row.firing_error}"
 
 
 # --- preview -------------------------------------------------------------------------------

@@ -109,14 +109,23 @@ class NamespaceRow:
     enabled: int
     suspended: int
     skipped_occurrences: int
+    failing: int
+    """Enabled schedules set aside by a firing error."""
     served: bool
     """A live worker offers (fires) this namespace."""
 
 
 def _namespace(row: Row) -> NamespaceRow:
-    namespace, owner, count, enabled, suspended, skipped, served = row
+    namespace, owner, count, enabled, suspended, skipped, failing, served = row
     return NamespaceRow(
-        namespace, owner, int(count), int(enabled), int(suspended), int(skipped), served
+        namespace,
+        owner,
+        int(count),
+        int(enabled),
+        int(suspended),
+        int(skipped),
+        int(failing),
+        served,
     )
 
 
@@ -150,6 +159,10 @@ class ScheduleSummary:
     last_success_at: datetime | None
     last_failure_at: datetime | None
     skipped_occurrences: int
+    firing_error: str | None
+    """Why its last firing failed (None: it worked); it waits until ``firing_retry_at``."""
+    firing_failures: int
+    firing_retry_at: datetime | None
 
 
 def _schedule(row: Row) -> ScheduleSummary:

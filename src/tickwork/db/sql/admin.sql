@@ -62,6 +62,7 @@ SELECT n.namespace, n.owner,
        count(*) FILTER (WHERE s.enabled),
        count(*) FILTER (WHERE s.enabled AND s.suspended),
        coalesce(sum(s.skipped_occurrences), 0),
+       count(*) FILTER (WHERE s.enabled AND s.firing_error IS NOT NULL),
        EXISTS (SELECT 1 FROM tickwork.workers w
                WHERE n.namespace = ANY (w.namespaces)
                  AND w.last_seen_at >= coalesce(%(now)s, now())
@@ -75,13 +76,13 @@ LIMIT %(limit)s;
 
 -- name: admin_schedules
 -- A keyset page of schedules in (namespace, name) order, with the status of each one's last
--- job and its last failure (latest dead job).
+-- job, its last failure (latest dead job) and its firing error (set aside until a retry).
 SELECT s.namespace, s.name, n.owner, s.revision, s.enabled, s.suspended,
        s.spec ->> 'schedule', s.spec ->> 'every', s.spec ->> 'timeZone',
        s.spec -> 'job' ->> 'kind', s.spec ->> 'concurrencyPolicy',
        s.next_run_at, s.last_occurrence_at, s.last_job_id,
        coalesce(j.status, s.last_job_status), s.last_success_at, failure.finished_at,
-       s.skipped_occurrences
+       s.skipped_occurrences, s.firing_error, s.firing_failures, s.firing_retry_at
 FROM tickwork.schedules s
 JOIN tickwork.schedule_namespaces n ON n.namespace = s.namespace
 LEFT JOIN tickwork.jobs j ON j.id = s.last_job_id
