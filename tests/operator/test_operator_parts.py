@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -15,17 +16,19 @@ import pytest
 import tickwork
 from tickwork.cli import build_parser, main
 from tickwork.cli.operator import build_config
+from tickwork.db.schedules import ScheduleRow
 from tickwork.errors import ConfigurationError
 from tickwork.operator import runner, status, webhook
 from tickwork.operator.config import OperatorConfig
 from tickwork.operator.database import Database
 from tickwork.operator.desired import Entry, entry_of, group
-from tickwork.operator.syncer import Outcome, Syncer
+from tickwork.operator.syncer import NamespaceState, Outcome, Syncer
 from tickwork.schedules import sync
 from tickwork.schedules.definition import ScheduleDefinition
 from tickwork.schedules.sync import SyncReport
 
 SPEC: dict[str, Any] = {"schedule": "0 * * * *", "job": {"kind": "k"}}
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def body(name: str, spec: Any = SPEC, namespace: str = "ns", **metadata: Any) -> dict[str, Any]:
@@ -83,6 +86,75 @@ def test_status_patch_only_carries_changes_and_keeps_the_transition_time() -> No
     assert status.patch(current, entry, ready, facts, later) == {}
     failed = status.patch(current, entry, status.Ready("False", "InvalidSpec", "x"), facts, later)
     assert failed["conditions"][0]["lastTransitionTime"] == "2026-01-02T00:00:00Z"
+
+
+def _stored_row(**changes: Any) -> ScheduleRow:
+    """The row of ``ns/a`` as PostgreSQL holds it after a sync of SPEC."""
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    row = ScheduleRow(
+        namespace="ns",
+        name="a",
+        revision=1,
+        enabled=True,
+        suspend=False,
+        schedule="0 * * * *",
+        every=None,
+        time_zone="UTC",
+        next_run_at=at,
+        last_occurrence_at=None,
+        last_job_id=None,
+        last_job_status=None,
+        last_success_at=None,
+        skipped_occurrences=0,
+        owner="operator:test",
+        spec=SPEC,
+        state=None,
+        created_at=at,
+        updated_at=at,
+        firing_error=None,
+        firing_failures=0,
+        firing_retry_at=None,
+    )
+    return replace(row, **changes)
+
+
+def _ready_with(row: ScheduleRow | None) -> status.Ready:
+    """Ready of a synced entry ``ns/a`` whose stored row is ``row``."""
+    entry = entry_of(body("a", generation=4))
+    desired = group([entry]).namespaces["ns"]
+    synced = NamespaceState(Outcome.SYNCED, "", attempted=desired, synced=desired)
+    return status.ready(entry, conflict=None, state=synced, database_error=None, row=row)
+
+
+def test_ready_follows_the_stored_row_disabled_or_set_aside_by_a_firing_error() -> None:
+    assert _ready_with(None).status == "True", "the row not read yet: the sync decides"
+    assert _ready_with(_stored_row()) == status.Ready(
+        "True", "Synced", "the definition in PostgreSQL is current"
+    )
+    disabled = _ready_with(_stored_row(enabled=False, next_run_at=None))
+    assert (disabled.status, disabled.reason) == ("False", "Disabled")
+    assert "disabled in PostgreSQL" in disabled.message and "pruned" in disabled.message
+    error = "PostgreSQL refused inserting the job of occurrence 2026-01-01T00:00:00+00:00: no"
+    failing = _stored_row(
+        firing_error=error,
+        firing_failures=3,
+        firing_retry_at=datetime(2026, 1, 1, 0, 0, 7, tzinfo=UTC),
+    )
+    assert _ready_with(failing) == status.Ready(
+        "False", "FiringFailed", f"firing failed, retried with backoff: {error}"
+    )
+    again = replace(
+        failing, firing_failures=4, firing_retry_at=datetime(2026, 1, 1, 0, 0, 15, tzinfo=UTC)
+    )
+    assert _ready_with(again) == _ready_with(failing), "a retry changes no message (no Event)"
+    # Decided for this generation: observedGeneration follows, as for Synced.
+    patched = status.patch({}, entry_of(body("a", generation=4)), _ready_with(failing), {}, NOW)
+    assert patched["observedGeneration"] == 4
+    assert patched["conditions"][0]["reason"] == "FiringFailed"
+    # A spec the sync refused says so first, whatever the row holds.
+    invalid = entry_of(body("a", {"schedule": "0 * * *", "job": {"kind": "k"}}))
+    refused = status.ready(invalid, conflict=None, state=None, database_error=None, row=failing)
+    assert refused.reason == "InvalidSpec"
 
 
 # --- the syncer -------------------------------------------------------------------------------

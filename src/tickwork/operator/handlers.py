@@ -124,6 +124,7 @@ class Runtime:
             conflict=self.syncer.desired.conflicts.get(entry.key),
             state=self.syncer.state(entry.translation.namespace),
             database_error=self.board.error,
+            row=self.board.rows.get((entry.translation.namespace, entry.translation.name)),
         )
 
     def _count(self) -> None:
@@ -143,7 +144,7 @@ class Runtime:
         changes = status.patch(current, entry, condition, found, datetime.now(UTC))
         before = status.previous(current)
         if condition.failed and (before is None or before.message != condition.message):
-            reason = "InvalidSpec" if condition.reason == "InvalidSpec" else "SyncFailed"
+            reason = condition.reason if condition.reason in status.EVENT_REASONS else "SyncFailed"
             kopf.event(body, type="Warning", reason=reason, message=condition.message)
         return changes
 

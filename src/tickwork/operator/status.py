@@ -3,8 +3,10 @@
 
 Facts come from the stored row (revision, next run, last occurrence, last success, skipped
 occurrences, open jobs); the ``Ready`` condition says whether the object's current spec is
-what PostgreSQL holds: ``Synced`` (True), ``InvalidSpec``, ``NamespaceOwnedElsewhere``,
-``DatabaseUnavailable`` (False), or ``Pending`` (Unknown: not synced yet).
+what PostgreSQL holds and fires: ``Synced`` (True), ``InvalidSpec``,
+``NamespaceOwnedElsewhere``, ``DatabaseUnavailable``, ``Disabled`` (the stored row is
+disabled), ``FiringFailed`` (the stored row records a firing error) (False), or ``Pending``
+(Unknown: not synced yet).
 """
 
 from __future__ import annotations
@@ -17,6 +19,13 @@ from typing import Any
 from tickwork.db.schedules import OpenJob, ScheduleRow
 from tickwork.operator.desired import Entry
 from tickwork.operator.syncer import NamespaceState, Outcome
+
+DISABLED = "Disabled"
+FIRING_FAILED = "FiringFailed"
+OBSERVED = frozenset({str(Outcome.SYNCED), "InvalidSpec", DISABLED, FIRING_FAILED})
+"""Ready reasons decided for the object's generation (``observedGeneration`` follows)."""
+EVENT_REASONS = frozenset({"InvalidSpec", DISABLED, FIRING_FAILED})
+"""Ready reasons whose Warning Events carry the same reason (the others: ``SyncFailed``)."""
 
 ACTIVE_SHOWN = 10
 """At most this many open jobs are listed in ``status.active``."""
@@ -49,7 +58,10 @@ def ready(
     conflict: str | None,
     state: NamespaceState | None,
     database_error: str | None,
+    row: ScheduleRow | None = None,
 ) -> Ready:
+    """The Ready condition of ``entry``, given the sync of its namespace and its stored row
+    (None: not read yet)."""
     translation = entry.translation
     if translation.error is not None:
         return Ready("False", "InvalidSpec", translation.error)
@@ -66,8 +78,32 @@ def ready(
         and state.synced is not None
         and state.synced.definition(name) == definition
     ):
-        return Ready("True", str(Outcome.SYNCED), "the definition in PostgreSQL is current")
+        return _stored(row) or Ready(
+            "True", str(Outcome.SYNCED), "the definition in PostgreSQL is current"
+        )
     return Ready("Unknown", "Pending", "waiting for the sync")
+
+
+def _stored(row: ScheduleRow | None) -> Ready | None:
+    """A synced definition whose stored row does not fire: disabled, or set aside."""
+    if row is None:
+        return None
+    if not row.enabled:
+        return Ready(
+            "False",
+            DISABLED,
+            f"schedule {row.namespace}/{row.name} is disabled in PostgreSQL (enabled = false), "
+            "so it fires nothing: a sync of that namespace that did not list it pruned it "
+            "(another operator or a `tickwork sync` of the same schedule namespace, or the "
+            "namespace taken over); a sync listing it enables it again",
+        )
+    if row.firing_error is not None:
+        # Without the failure count or retry time: the message (and so the Event) stays put
+        # while the same error repeats.
+        return Ready(
+            "False", FIRING_FAILED, f"firing failed, retried with backoff: {row.firing_error}"
+        )
+    return None
 
 
 def facts(row: ScheduleRow | None, active: Sequence[OpenJob]) -> dict[str, Any]:
@@ -96,9 +132,9 @@ def patch(
     now: datetime,
 ) -> dict[str, Any]:
     """The merge patch of ``status`` (empty when nothing changed). ``observedGeneration`` moves
-    only when the outcome is decided for this generation (Synced or InvalidSpec)."""
+    only when the outcome is decided for this generation (a reason in ``OBSERVED``)."""
     wanted = dict(found)
-    if condition.reason in (str(Outcome.SYNCED), "InvalidSpec") and entry.generation is not None:
+    if condition.reason in OBSERVED and entry.generation is not None:
         wanted["observedGeneration"] = entry.generation
     old = _ready_condition(current)
     same = old is not None and old.get("status") == condition.status
