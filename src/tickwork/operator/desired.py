@@ -36,16 +36,22 @@ class Entry:
 
 
 def entry_of(body: Mapping[str, Any]) -> Entry:
-    metadata = body.get("metadata") or {}
-    key = (str(metadata.get("namespace") or ""), str(metadata.get("name") or ""))
+    """The entry of one object; never raises (``translate`` reports a bad spec)."""
+    metadata = body.get("metadata")
+    if not isinstance(metadata, Mapping):
+        metadata = {}
     generation = metadata.get("generation")
     return Entry(
-        key=key,
-        uid=metadata.get("uid"),
+        key=(_text(metadata.get("namespace")), _text(metadata.get("name"))),
+        uid=metadata.get("uid") if isinstance(metadata.get("uid"), str) else None,
         generation=generation if isinstance(generation, int) else None,
         translation=translate(body),
         deleting=metadata.get("deletionTimestamp") is not None,
     )
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
 
 
 @dataclass(frozen=True)

@@ -10,13 +10,19 @@
 * ``report`` (timer): patches the status when it differs, and posts a Warning Event when the
   Ready condition turns to a failure (InvalidSpec, SyncFailed).
 * startup/cleanup: the syncer and status loops; login: service account, else kubeconfig.
+
+No handler raises for what an object holds: translation reports a bad spec as InvalidSpec
+(:mod:`tickwork.operator.translate`), so every object is indexed (the complete-view barrier
+ends) and its finalizer can go. kopf itself copies and encodes each body recursively (its diff
+base), so the operator allows :data:`RECURSION_LIMIT` frames, enough for the deepest JSON the
+Kubernetes API server accepts (10000 levels).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
+import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -39,12 +45,21 @@ SETTLE_SECONDS = 10.0
 RETRY_DELETION_SECONDS = 2.0
 """A deletion that found the database unavailable asks again this often (cheap: the syncer
 decides when to really try)."""
+RECURSION_LIMIT = 25_000
+"""Python frames the operator process allows: kopf deep-copies a body two frames per level."""
+
+
+def allow_deep_objects() -> None:
+    """Let kopf (and the official client) handle any body the API server accepts: Python's
+    default of 1000 frames fails on a payload nested about 500 levels deep."""
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), RECURSION_LIMIT))
 
 
 class Runtime:
     """The operator's moving parts for one run: the syncer and the status board."""
 
     def __init__(self, config: OperatorConfig, database: Database) -> None:
+        allow_deep_objects()
         self.config = config
         self.database = database
         self.index: kopf.Index[str, Entry] | None = None
@@ -75,8 +90,9 @@ class Runtime:
             self._seen.pop(key, None)
             self.syncer.notify()
             return
-        spec = json.dumps(dict(body.spec), sort_keys=True, default=str)
-        seen = (body.metadata.uid, body.metadata.deletion_timestamp, spec)
+        # The translation, not the raw spec: it is what a sync reads, and comparing it never
+        # recurses over a hostile payload (a valid one nests at most 64 levels).
+        seen = (body.metadata.uid, body.metadata.deletion_timestamp, entry_of(body).translation)
         if self._seen.get(key) != seen:
             self._seen[key] = seen
             self.syncer.notify()

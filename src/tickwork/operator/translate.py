@@ -2,7 +2,9 @@
 
 The same checks as ``tickwork sync -f`` (``ScheduleDefinition.from_spec`` and ``validate``), so an
 object and a manifest file with the same spec are accepted or refused alike; the error names
-the field (``spec.schedule: ...``).
+the field (``spec.schedule: ...``). Nothing in a body makes it raise: values beyond the limits
+(docs/limits.md) are errors like any other, and as a last resort anything unforeseen becomes
+``spec: cannot be read: <type>``, so a hostile object is always indexed, reported and deletable.
 """
 
 from __future__ import annotations
@@ -11,12 +13,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tickwork.schedules import manifests
+from tickwork.schedules import limits, manifests
 from tickwork.schedules.definition import (
     DefinitionError,
     ScheduleDefinition,
     check_manifest_rules,
 )
+
+DEFAULT_NAMESPACE = "default"
 
 
 @dataclass(frozen=True)
@@ -32,16 +36,30 @@ class Translation:
 
 
 def translate(body: Mapping[str, Any]) -> Translation:
-    """Translate one object; never raises for a bad spec (the error is in the result)."""
-    metadata = body.get("metadata") or {}
-    name = str(metadata.get("name") or "")
-    namespace = manifests.target_namespace(body) or "default"
+    """Translate one object; never raises (the error is in the result)."""
+    metadata = body.get("metadata")
+    name = metadata.get("name") if isinstance(metadata, Mapping) else None
+    name = name if isinstance(name, str) else ""
+    try:
+        return _translate(body, name)
+    except Exception as error:  # the last resort: a bad object must never stop the operator
+        fallback = _own_namespace(body)
+        return Translation(fallback, name, None, f"spec: cannot be read: {type(error).__name__}")
+
+
+def _translate(body: Mapping[str, Any], name: str) -> Translation:
+    namespace = manifests.target_namespace(body) or DEFAULT_NAMESPACE
     spec = body.get("spec")
     if not isinstance(spec, Mapping):
         return Translation(namespace, name, None, "spec: is required and must be a mapping")
-    if not namespace or any(c.isspace() for c in namespace) or len(namespace) > 253:
-        reason = "spec.scheduleNamespace: must be a name without spaces, at most 253 characters"
-        return Translation(namespace, name, None, reason)
+    if len(namespace) > limits.MAX_NAME_LENGTH or any(
+        c.isspace() or c == "\x00" for c in namespace
+    ):
+        reason = (
+            "spec.scheduleNamespace: must be a name without spaces, "
+            f"at most {limits.MAX_NAME_LENGTH} characters"
+        )
+        return Translation(_own_namespace(body), name, None, reason)
     try:
         definition = ScheduleDefinition.from_spec(name, spec)
         check_manifest_rules(name, spec)
@@ -49,3 +67,13 @@ def translate(body: Mapping[str, Any]) -> Translation:
     except DefinitionError as error:
         return Translation(namespace, name, None, f"{error.field}: {error.reason}")
     return Translation(namespace, name, definition, None)
+
+
+def _own_namespace(body: Mapping[str, Any]) -> str:
+    """The object's Kubernetes namespace, read defensively."""
+    try:
+        metadata = body.get("metadata")
+        namespace = metadata.get("namespace") if isinstance(metadata, Mapping) else None
+    except Exception:
+        return DEFAULT_NAMESPACE
+    return namespace if isinstance(namespace, str) and namespace else DEFAULT_NAMESPACE

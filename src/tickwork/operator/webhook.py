@@ -1,6 +1,7 @@
 """The optional validating admission webhook: ``kubectl apply`` of a Schedule the operator
-would refuse (bad cron expression, unknown time zone, any field ``tickwork sync`` rejects) is
-refused at once, with the same message naming the field. kopf serves it over TLS (the given
+would refuse (bad cron expression, unknown time zone, a value beyond docs/limits.md such as a
+payload nested too deep or holding NUL, any field ``tickwork sync`` rejects) is refused at once,
+with the same message naming the field. kopf serves it over TLS (the given
 certificate, else a self-signed one it generates) and keeps the ValidatingWebhookConfiguration
 up to date."""
 
