@@ -205,6 +205,14 @@ MUTATIONS = [
         "skips on a series that was already there",
     ),
     ("TickworkScheduleOccurrencesSkipped", "> 0", "> 1", "one skip is enough"),
+    ("TickworkScheduleFiringFailed", "unless\n", "and\n", "first failure of a new series"),
+    (
+        "TickworkScheduleFiringFailed",
+        "increase(tickwork_schedule_firing_failures_total[15m])",
+        "increase(tickwork_nothing_total[15m])",
+        "failures on a series that was already there",
+    ),
+    ("TickworkScheduleFiringFailed", "> 0", "> 1", "one failure is enough"),
     (
         "TickworkNamespaceWithoutWorkers",
         "max_over_time(tickwork_fleet_namespace_workers[2m])",
