@@ -13,10 +13,12 @@ import jsonschema
 import pytest
 import yaml
 
+import limit_helpers
 from schedule_helpers import NIGHTLY_DEFINITION
 from tickwork.cli import main
 from tickwork.model import Backoff
 from tickwork.operator.translate import translate
+from tickwork.schedules import limits
 from tickwork.schedules.definition import (
     MAX_INT,
     ConcurrencyPolicy,
@@ -30,6 +32,7 @@ from tickwork.schedules.manifests import ManifestError, load_documents, load_pat
 ROOT = Path(__file__).resolve().parents[2]
 CRDS = ROOT / "crds"
 CRD_PATH = CRDS / "schedules.tickwork.io.yaml"
+LIMITS_DOC = ROOT / "docs" / "limits.md"
 EXAMPLES = ROOT / "examples" / "schedules"
 EXAMPLE_FILES = sorted(EXAMPLES.glob("*.yaml"))
 
@@ -181,6 +184,21 @@ def manifest(**spec: Any) -> dict[str, Any]:
         manifest(misfirePolicy="Latest", catchUpLimit=5),
         manifest(jitterSeconds=-1),
         manifest(jitterSeconds=MAX_INT + 1),
+        manifest(every="0" * 64 + "1s"),
+        {**manifest(), "spec": {"schedule": "0" * 1020 + " 3 * * *", "job": {"kind": "k"}}},
+        manifest(timeZone="x" * 65),
+        manifest(scheduleNamespace="n" * 254),
+        manifest(job={"kind": "k" * 256}),
+        manifest(job={"kind": "k", "queue": "q" * 256}),
+        manifest(job={"kind": "k", "priority": 32768}),
+        manifest(job={"kind": "k", "priority": 40000}),
+        manifest(job={"kind": "k", "maxAttempts": MAX_INT + 1}),
+        manifest(job={"kind": "k", "timeoutSeconds": 31622401}),
+        manifest(job={"kind": "k", "retryPolicy": {"backoffRate": 101}}),
+        manifest(
+            job={"kind": "k", "retryPolicy": {"baseDelaySeconds": 4e7, "maxDelaySeconds": 4e7}}
+        ),
+        manifest(job={"kind": "k", "concurrencyKey": "c" * 513}),
         manifest(timeZone=""),
         manifest(scheduleNamespace=""),
         manifest(unknown=1),
@@ -210,6 +228,82 @@ def test_invalid_manifests_are_rejected_by_the_crd_the_loader_and_the_operator(
         load_documents(yaml.safe_dump(document), "bad.yaml")
     if "spec" in document:
         assert translate(document).error is not None
+
+
+def bounded_fields() -> dict[str, dict[str, Any]]:
+    """Every field of the CRD's spec with a range or a length, by path, with those bounds."""
+    keys = ("minimum", "maximum", "exclusiveMinimum", "minLength", "maxLength")
+    found: dict[str, dict[str, Any]] = {}
+    todo = [("spec", openapi_schema()["properties"]["spec"])]
+    while todo:
+        path, node = todo.pop()
+        todo.extend((f"{path}.{key}", child) for key, child in node.get("properties", {}).items())
+        bounds = {key: node[key] for key in keys if key in node}
+        if bounds:
+            found[path] = bounds
+    return found
+
+
+def test_every_bounded_crd_field_has_its_python_limit() -> None:
+    assert sorted(bounded_fields()) == sorted(limits.FIELDS)
+
+
+@pytest.mark.parametrize("path", sorted(limits.FIELDS))
+def test_the_crd_bounds_are_the_python_limits(path: str) -> None:
+    limit = limits.FIELDS[path]
+    expected = {
+        "minimum": limit.minimum,
+        "maximum": limit.maximum,
+        "exclusiveMinimum": limit.exclusive_minimum or None,
+        "minLength": limit.min_length,
+        "maxLength": limit.max_length,
+    }
+    assert bounded_fields().get(path) == {k: v for k, v in expected.items() if v is not None}
+
+
+def test_the_chart_crd_is_the_same_file() -> None:
+    chart = ROOT / "helm" / "tickwork" / "crds" / "schedules.tickwork.io.yaml"
+    assert chart.read_text() == CRD_PATH.read_text()
+
+
+@pytest.mark.parametrize("path", sorted(limits.FIELDS))
+def test_the_crd_and_the_loader_agree_at_each_limit(path: str) -> None:
+    """At a field's largest (and smallest) accepted value, the schema and ``tickwork sync``'s
+    loader both accept; one step beyond, both refuse (a NUL inside text: the loader, whatever
+    the schema says)."""
+    for value, accepted in limit_helpers.edges(path):
+        spec = limit_helpers.spec_with(
+            path, value, base={"schedule": "@daily", "job": {"kind": "k"}}
+        )
+        document = {**manifest(), "spec": spec}
+        in_schema = schema_errors(document) == []
+        try:
+            load_documents(
+                yaml.safe_dump(document), "edge.yaml", namespace=spec.get("scheduleNamespace")
+            )
+        except ManifestError as error:
+            assert not accepted, str(error)
+            assert f": {path}: " in str(error)
+            if not (isinstance(value, str) and "\x00" in value):
+                assert not in_schema, str(error)
+        else:
+            assert accepted and in_schema, (path, value)
+        assert (translate(document).error is None) == accepted
+
+
+def test_the_limits_page_gives_every_limit() -> None:
+    """docs/limits.md names each field with its bounds (so the page cannot drift)."""
+    page = LIMITS_DOC.read_text()
+    rows = {
+        line.split("|")[1].strip(" `"): line
+        for line in page.splitlines()
+        if line.startswith("| `spec.")
+    }
+    for path, limit in limits.FIELDS.items():
+        assert path in rows, f"docs/limits.md has no row for {path}"
+        for bound in (limit.minimum, limit.maximum, limit.min_length, limit.max_length):
+            if bound is not None:
+                assert f"{bound:,}" in rows[path] or str(bound) in rows[path], (path, bound)
 
 
 def test_cel_rules_are_known() -> None:

@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
+import limit_helpers
 from tickwork.errors import InvalidInput, TickworkError
 from tickwork.model import Backoff
-from tickwork.schedules import occurrences
+from tickwork.schedules import limits, occurrences
 from tickwork.schedules.definition import (
     MAX_INT,
     ConcurrencyPolicy,
@@ -24,6 +25,7 @@ from tickwork.schedules.definition import (
     format_duration,
     validate_all,
 )
+from tickwork.schedules.definition import shown as definition_shown
 
 NAMESPACE = "billing"
 
@@ -118,7 +120,7 @@ FULL = ScheduleDefinition(
         cron(starting_deadline_seconds=1, catch_up_limit=1, jitter_seconds=3600),
         with_job(cron(), payload=None),
         with_job(cron(), payload=[1, "two", {"three": 3.0}]),
-        with_job(cron(), priority=MAX_INT, max_attempts=1, timeout_seconds=0.5),
+        with_job(cron(), priority=limits.MAX_SMALLINT, max_attempts=MAX_INT, timeout_seconds=0.5),
     ],
 )
 def test_valid_definitions_pass(definition: ScheduleDefinition) -> None:
@@ -232,7 +234,13 @@ def test_jitter_must_be_shorter_than_the_interval() -> None:
         ({"kind": "  "}, "spec.job.kind"),
         ({"queue": ""}, "spec.job.queue"),
         ({"priority": -1}, "spec.job.priority"),
-        ({"priority": MAX_INT + 1}, "spec.job.priority"),
+        ({"priority": limits.MAX_SMALLINT + 1}, "spec.job.priority"),
+        ({"max_attempts": MAX_INT + 1}, "spec.job.maxAttempts"),
+        ({"kind": "a\x00b"}, "spec.job.kind"),
+        ({"queue": "q" * 256}, "spec.job.queue"),
+        ({"concurrency_key": "\ud800"}, "spec.job.concurrencyKey"),
+        ({"timeout_seconds": limits.MAX_DURATION_SECONDS + 1}, "spec.job.timeoutSeconds"),
+        ({"retry": Backoff(rate=101)}, "spec.job.retryPolicy.backoffRate"),
         ({"max_attempts": 0}, "spec.job.maxAttempts"),
         ({"timeout_seconds": 0}, "spec.job.timeoutSeconds"),
         ({"timeout_seconds": -3.5}, "spec.job.timeoutSeconds"),
@@ -257,12 +265,116 @@ def test_job_ranges(changes: dict[str, Any], field: str) -> None:
         ({1: "one"}, "spec.job.payload", "key 1 is not a string"),
         ({"x": math.nan}, "spec.job.payload.x", "not a JSON number"),
         (b"raw", "spec.job.payload", "not a JSON value (bytes)"),
+        ({"a": {"b": [0, 1, 2, "x\x00"]}}, "spec.job.payload.a.b[3]", "NUL"),
+        ({"a b": {"c\x00": 1}}, "spec.job.payload['a b']", "key 'c\\x00': must not contain NUL"),
+        ({"k" * 257: 1}, "spec.job.payload", "must be at most 256 characters"),
+        ([2**63], "spec.job.payload[0]", "outside the signed 64-bit integer range"),
+        ([-(2**63) - 1], "spec.job.payload[0]", "outside the signed 64-bit integer range"),
+        ([10**5000], "spec.job.payload[0]", "an integer of about 5000 digits is outside"),
+        ({"s": "\udc00"}, "spec.job.payload.s", "unpaired surrogate"),
+        ({"x": -math.inf}, "spec.job.payload.x", "not a JSON number"),
     ],
 )
 def test_payload_must_be_plain_json(payload: Any, field: str, reason: str) -> None:
     error = invalid(with_job(cron(), payload=payload))
     assert error.field == field
     assert reason in error.reason
+
+
+# --- limits --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "accepted"),
+    [(path, value, ok) for path in limits.FIELDS for value, ok in limit_helpers.edges(path)],
+    ids=lambda v: v if isinstance(v, str) and v.startswith("spec.") else None,
+)
+def test_each_field_at_and_beyond_its_limit(path: str, value: Any, accepted: bool) -> None:
+    spec = limit_helpers.spec_with(path, value)
+    try:
+        definition = ScheduleDefinition.from_spec("a", spec)
+        definition.validate(spec.get("scheduleNamespace", NAMESPACE))
+    except DefinitionError as error:
+        assert not accepted, str(error)
+        assert error.field == path
+        assert error.reason.startswith("must") or "duration" in error.reason, error.reason
+        return
+    assert accepted, f"{path}={value!r} was accepted"
+
+
+def test_a_time_zone_of_the_longest_length_is_refused_only_as_unknown() -> None:
+    spec = limit_helpers.spec_with("spec.timeZone", "x" * limits.MAX_TIME_ZONE_LENGTH)
+    error = invalid(ScheduleDefinition.from_spec("a", spec))
+    assert error.field == "spec.timeZone" and "unknown time zone" in error.reason
+
+
+def test_the_largest_payload_passes_and_one_byte_more_does_not() -> None:
+    payload = limit_helpers.largest_payload()
+    with_job(cron(), payload=payload).validate(NAMESPACE)
+    payload["pad"] += "p"
+    error = invalid(with_job(cron(), payload=payload))
+    assert error.field == "spec.job.payload"
+    assert error.reason == f"is larger than {limits.PAYLOAD_MAX_BYTES} bytes encoded as JSON"
+
+
+@pytest.mark.parametrize("text", ["\u00e9", "\\", '"', "\n", "\x01", limit_helpers.WIDE])
+def test_payload_size_counts_escapes_as_json_does(text: str) -> None:
+    """Characters JSON escapes (or encodes in several bytes) count as encoded."""
+    payload = {"pad": ""}
+    overhead = limit_helpers.encoded_size(payload)
+    unit = limit_helpers.encoded_size(text) - 2
+    count = (limits.PAYLOAD_MAX_BYTES - overhead) // unit
+    payload["pad"] = text * count
+    fits = limit_helpers.encoded_size(payload) <= limits.PAYLOAD_MAX_BYTES
+    assert fits
+    with_job(cron(), payload=payload).validate(NAMESPACE)
+    payload["pad"] = text * (count + 1)
+    assert invalid(with_job(cron(), payload=payload)).field == "spec.job.payload"
+
+
+def test_payload_depth_limit() -> None:
+    with_job(cron(), payload=limit_helpers.nested(limits.PAYLOAD_MAX_DEPTH)).validate(NAMESPACE)
+    error = invalid(with_job(cron(), payload=limit_helpers.nested(limits.PAYLOAD_MAX_DEPTH + 1)))
+    assert error.field == "spec.job.payload" + ".a" * limits.PAYLOAD_MAX_DEPTH
+    assert error.reason == f"nests deeper than {limits.PAYLOAD_MAX_DEPTH} levels"
+
+
+@pytest.mark.parametrize("levels", [600, 5000, 100_000])
+def test_very_deep_payloads_are_refused_without_recursion(levels: int) -> None:
+    spec = {"every": "1m", "job": {"kind": "k", "payload": limit_helpers.nested(levels)}}
+    error = from_spec_error(spec)
+    assert error.reason == f"nests deeper than {limits.PAYLOAD_MAX_DEPTH} levels"
+
+
+def test_a_payload_that_contains_itself_is_refused() -> None:
+    cycle: list[Any] = []
+    cycle.append(cycle)
+    error = invalid(with_job(cron(), payload=cycle))
+    assert error.field == "spec.job.payload" + "[0]" * limits.PAYLOAD_MAX_DEPTH
+
+
+def test_a_wide_shared_payload_stops_at_the_size_limit() -> None:
+    """Shared references (what a YAML alias bomb builds) are counted as encoded, and the walk
+    stops at the limit instead of visiting 10**12 values."""
+    layer: Any = "x"
+    for _ in range(12):
+        layer = [layer] * 10
+    error = invalid(with_job(cron(), payload=layer))
+    assert error.field == "spec.job.payload" and "larger than" in error.reason
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        (10**5000, "an integer of about 5000 digits"),
+        (2**63, "9223372036854775808"),
+        ("x" * 1000, repr("x" * 60) + "..."),
+        ("a\x00b", "'a\\x00b'"),
+    ],
+    ids=["huge-int", "int64-plus-one", "long-text", "nul"],
+)
+def test_values_in_messages_are_short(value: Any, shown: str) -> None:
+    assert definition_shown(value) == shown
 
 
 def test_validate_all_rejects_duplicate_names() -> None:

@@ -33,6 +33,8 @@ LIST_KINDS = {"List": "v1", "ScheduleList": API_VERSION}
 
 MAX_FILE_BYTES = 8 * 1024 * 1024
 """A larger manifest file is refused unread (a Kubernetes object is at most 1.5 MiB)."""
+MAX_YAML_DEPTH = 100
+"""Deeper YAML is refused while parsing, with its position (a payload nests at most 64)."""
 
 _DOCUMENT_FIELDS = frozenset({"apiVersion", "kind", "metadata", "spec", "status"})
 _SUFFIXES = (".yaml", ".yml")
@@ -216,7 +218,21 @@ def _parse(text: str, source: str) -> list[Any]:
 
 
 class _Loader(yaml.SafeLoader):
-    """Safe YAML read as the Kubernetes API reads it: dates stay strings, repeated keys fail."""
+    """Safe YAML read as the Kubernetes API reads it: dates stay strings, repeated keys fail;
+    and within bounds: nesting (PyYAML recurses per level) and integer digits."""
+
+    _depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        self._depth += 1
+        try:
+            if self._depth > MAX_YAML_DEPTH:
+                mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
+                reason = f"nested deeper than {MAX_YAML_DEPTH} levels"
+                raise yaml.composer.ComposerError(None, None, reason, mark)
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Hashable, Any]:
         seen: set[str] = set()
