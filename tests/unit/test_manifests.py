@@ -17,6 +17,7 @@ from tickwork.schedules.definition import (
     IntervalMode,
 )
 from tickwork.schedules.manifests import (
+    MAX_FILE_BYTES,
     ManifestError,
     load_documents,
     load_path,
@@ -381,3 +382,75 @@ def test_path_errors(tmp_path: Path, setup: Callable[[Path], Path], message: str
     with pytest.raises(ManifestError) as caught:
         load_path(path)
     assert str(caught.value).startswith(message.format(path=path))
+
+
+# --- hostile files -----------------------------------------------------------------------
+
+POLL = "every: 30s\njob:\n  kind: poll\n"
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        (POLL + "  payload: " + "[" * 3000 + "]" * 3000, "invalid YAML at line 8, column 111: "
+         "nested deeper than 100 levels"),
+        (POLL + "  payload: " + "{a: " * 70 + "1" + "}" * 70, "spec.job.payload" + ".a" * 64
+         + ": nests deeper than 64 levels"),
+        (POLL + "  priority: " + "9" * 5000, "invalid YAML at line 8, column 15: integer with too "
+         "many digits"),
+        (POLL + "  priority: 0x" + "f" * 5000, "spec.job.priority: must be <= 32767, not an "
+         "integer of about 6020 digits"),
+        (POLL + "  priority: 40000", "spec.job.priority: must be <= 32767, not 40000"),
+        (POLL + "  timeoutSeconds: .nan", "spec.job.timeoutSeconds: must be a finite number"),
+        (POLL + "  payload: {a: -.inf}", "spec.job.payload.a: -inf is not a JSON number"),
+        (POLL + '  kind2: 1\n  "' + "k" * 1000 + '": 2', "spec.job.kind2: unknown field"),
+        (POLL.replace("poll", '"po\\0ll"'), "spec.job.kind: must not contain NUL"),
+        (POLL + '  payload: {"a\\0": 1}', "spec.job.payload: key 'a\\x00': must not contain NUL"),
+        (POLL + '  concurrencyKey: "\\ud800"', "spec.job.concurrencyKey: must be valid Unicode"),
+        (POLL.replace("30s", "1" * 5000 + "s"), "spec.every: must be at most 64 characters, "
+         "not 5001"),
+        (POLL.replace("30s", "367d"), "spec.every: invalid duration '367d': too long, at most "
+         "366d"),
+        (POLL + "  payload: !!binary aGVsbG8=", "spec.job.payload: b'hello' is not a JSON value"),
+        (
+            POLL + "  payload:\n" + "".join(
+                f"    l{i}: &l{i} [{', '.join([f'*l{i - 1}' if i else 'x'] * 10)}]\n"
+                for i in range(12)
+            ),
+            "spec.job.payload: is larger than 65536 bytes encoded as JSON",
+        ),
+    ],
+    ids=[
+        "deep-yaml", "deep-payload", "decimal-digits", "hex-digits", "smallint", "nan", "inf",
+        "long-key", "nul", "nul-key", "surrogate", "long-every", "every-range", "binary",
+        "alias-bomb",
+    ],
+)  # fmt: skip
+def test_hostile_documents_are_one_line_errors(spec: str, expected: str) -> None:
+    message = error_of(schedule("a", spec))
+    assert expected in message
+    assert len(message) < 400
+
+
+def test_a_huge_name_is_shown_cut_short() -> None:
+    message = error_of(schedule("a" * 100_000))
+    assert message.startswith("s.yaml: document 1: Schedule 'aaaa")
+    assert "metadata.name: must be at most 253 characters" in message
+    assert len(message) < 300
+
+
+def test_a_file_larger_than_the_limit_is_refused_unread(tmp_path: Path) -> None:
+    path = tmp_path / "big.yaml"
+    with path.open("wb") as file:
+        file.truncate(MAX_FILE_BYTES + 1)
+    with pytest.raises(ManifestError, match=f"big.yaml: larger than {MAX_FILE_BYTES} bytes"):
+        load_path(path)
+
+
+@pytest.mark.parametrize("junk", [bytes(range(256)) * 4, b"\x00" * 100, b"\x01\x02kind: x"])
+def test_binary_junk_is_one_line(tmp_path: Path, junk: bytes) -> None:
+    path = tmp_path / "junk.yaml"
+    path.write_bytes(junk)
+    with pytest.raises(ManifestError) as caught:
+        load_path(path)
+    assert "\n" not in str(caught.value) and str(caught.value).startswith(str(path))
