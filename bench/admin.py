@@ -12,9 +12,8 @@ console in-process and times each page and API endpoint over HTTP (an operator's
 token), sequentially, ``--runs`` times after one warm-up: prints p50 and max per endpoint,
 and marks those over the 300 ms target. The actions are timed on a fresh target each run.
 
-Uses $TICKWORK_DATABASE_URL's server when set (creating and then dropping a database
-``tickwork_bench_admin`` there), otherwise starts a private PostgreSQL with its default
-durability (fsync and synchronous_commit on) under a temporary directory.
+Runs on a database of its own: on the server of ``--database-url``, or on a private PostgreSQL
+with its default durability (see servers.py).
 """
 
 from __future__ import annotations
@@ -23,15 +22,11 @@ import argparse
 import asyncio
 import statistics
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import aiohttp
 import psycopg
-from psycopg import sql
-from psycopg.conninfo import make_conninfo
-from servers import database_server
+import servers
 
 import tickwork
 from tickwork.admin import server
@@ -40,7 +35,6 @@ from tickwork.admin.console import Console
 from tickwork.admin.settings import AdminSettings
 from tickwork.db import migrate
 
-DATABASE = "tickwork_bench_admin"
 TOKEN = "bench-operator-token-0123456789"
 TARGET_MS = 300.0
 NAMESPACES = 100
@@ -163,19 +157,6 @@ LOAD = [
         """,
     ),
 ]
-
-
-@contextmanager
-def database(server_url: str) -> Iterator[str]:
-    ident = sql.Identifier(DATABASE)
-    with psycopg.connect(server_url, autocommit=True) as admin:
-        admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(ident))
-        admin.execute(sql.SQL("CREATE DATABASE {}").format(ident))
-    try:
-        yield make_conninfo(server_url, dbname=DATABASE)
-    finally:
-        with psycopg.connect(server_url, autocommit=True) as admin:
-            admin.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(ident))
 
 
 def load(url: str, jobs: int, schedules: int) -> None:
@@ -313,17 +294,16 @@ async def measure(url: str, runs: int, ids: Targets) -> bool:
     return all_fast
 
 
-def _main(server_url: str, args: argparse.Namespace) -> None:
-    with database(server_url) as url:
-        start = time.perf_counter()
-        load(url, args.jobs, args.schedules)
-        print(
-            f"loaded {args.jobs:,} jobs and {args.schedules:,} schedules "
-            f"in {time.perf_counter() - start:.0f}s"
-        )
-        ids = targets(url, args.runs)
-        fast = asyncio.run(measure(url, args.runs, ids))
-        print(f"\nevery endpoint under {TARGET_MS:.0f} ms: {'yes' if fast else 'NO'}")
+def _main(url: str, args: argparse.Namespace) -> None:
+    start = time.perf_counter()
+    load(url, args.jobs, args.schedules)
+    print(
+        f"loaded {args.jobs:,} jobs and {args.schedules:,} schedules "
+        f"in {time.perf_counter() - start:.0f}s"
+    )
+    ids = targets(url, args.runs)
+    fast = asyncio.run(measure(url, args.runs, ids))
+    print(f"\nevery endpoint under {TARGET_MS:.0f} ms: {'yes' if fast else 'NO'}")
 
 
 def main() -> None:
@@ -333,8 +313,9 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=1_000_000)
     parser.add_argument("--schedules", type=int, default=10_000)
     parser.add_argument("--runs", type=int, default=7, help="timed runs per endpoint")
+    servers.add_arguments(parser)
     args = parser.parse_args()
-    with database_server() as url:
+    with servers.database_server(args.database_url) as url:
         _main(url, args)
 
 

@@ -13,15 +13,14 @@ seconds; also counts the occurrences of the window that have no job (there must 
 
 Lag is due → job committed: ``pg_xact_commit_timestamp(jobs.xmin) - jobs.occurrence_at`` on
 the database clock, so it includes the whole firing transaction. The private server is started
-with ``track_commit_timestamp = on`` for that; on a server given by $TICKWORK_DATABASE_URL
+with ``track_commit_timestamp = on`` for that; on a server given by ``--database-url``
 without it, the figure falls back to ``jobs.created_at`` (the start of the firing
 transaction) and says so. "Last job visible" is the benchmark polling the jobs table every
 few milliseconds. The jobs are created, not run: no process serves their kind, so the figures are
 firing alone (``bench/throughput.py`` measures running jobs).
 
-Uses $TICKWORK_DATABASE_URL when set (only the benchmark's namespace and its jobs are deleted),
-otherwise starts a private PostgreSQL with its default durability (fsync and
-synchronous_commit on) under a temporary directory.
+Runs on a database of its own: on the server of ``--database-url``, or on a private PostgreSQL
+with its default durability (see servers.py).
 """
 
 from __future__ import annotations
@@ -39,7 +38,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import psycopg
-from servers import database_server
+import servers
 
 import tickwork
 from tickwork.db import migrate
@@ -290,6 +289,7 @@ def main() -> None:
     mode.add_argument("--every-second", type=int, metavar="S", help="S schedules every: 1s")
     parser.add_argument("--seconds", type=int, default=30, help="every-second mode (default 30)")
     parser.add_argument("--processes", type=int, default=2, help="worker processes (default 2)")
+    servers.add_arguments(parser)
     args = parser.parse_args()
 
     def run(url: str) -> None:
@@ -298,7 +298,7 @@ def main() -> None:
         else:
             run_cron(url, args.schedules or 1000, args.processes)
 
-    with database_server(track_commit_timestamp="on") as url:
+    with servers.database_server(args.database_url, track_commit_timestamp="on") as url:
         run(url)
 
 

@@ -4,8 +4,8 @@
     python bench/throughput.py --metrics off                 # the workers record no job metrics
     python bench/throughput.py --compare 3                   # off, on, off, on, ...: the cost
 
-Uses $TICKWORK_DATABASE_URL when set, otherwise starts a private PostgreSQL with its default
-durability (fsync and synchronous_commit on) under a temporary directory. Prints the enqueue
+Runs on a database of its own: on the server of ``--database-url``, or on a private PostgreSQL
+with its default durability (see servers.py). Prints the enqueue
 rate, the drain rate (jobs/s from the first claim to the last success) and the workers' CPU
 time per job (their start-up included); with --compare, the medians of both with job metrics
 off and on, and what metrics cost. On a shared machine the CPU time per job is the steadier
@@ -24,7 +24,7 @@ import statistics
 import time
 
 import psycopg
-from servers import database_server
+import servers
 
 import tickwork
 from tickwork import metrics
@@ -172,8 +172,9 @@ def main() -> None:
         metavar="ROUNDS",
         help="run ROUNDS rounds each with metrics off and on, alternating; print the cost",
     )
+    servers.add_arguments(parser)
     args = parser.parse_args()
-    with database_server() as url:
+    with servers.database_server(args.database_url) as url:
         _main(url, args)
 
 

@@ -1,15 +1,19 @@
 """The operator under a burst: N Schedules created at once, until all are in PostgreSQL.
 
-    python bench/operator.py --schedules 1000
-    python bench/operator.py --schedules 5000
+    python bench/operator_sync.py --schedules 1000
+    python bench/operator_sync.py --schedules 5000
 
 Runs the real operator (kopf and tickwork's handlers, in a thread of its own, as in the
-tests) against kmock's Kubernetes emulator (``tests/operator/emulator.py``) and a private
-PostgreSQL with its default durability. Creates N Schedules in one namespace as fast as the
-API accepts them (``--concurrency`` requests in flight), then prints the time until all N are
-enabled in ``tickwork.schedules``, the number of sync transactions the operator used
-(``tickwork_operator_syncs_total``), and the time until every object's status reports
-``Ready=True``. The time starts with the first create request.
+tests) against kmock's Kubernetes emulator (``tests/emulator.py``) and a database of its own
+(on the server of ``--database-url``, or a private PostgreSQL with its default durability).
+Named ``operator_sync.py``, not ``operator.py``: a script's folder comes first on
+``sys.path``, and a file ``operator.py`` there would shadow the standard library's.
+
+Creates N Schedules in one namespace as fast as the API accepts them (``--concurrency``
+requests in flight), then prints the time until all N are enabled in ``tickwork.schedules``,
+the number of sync transactions the operator used (``tickwork_operator_syncs_total``), and the
+time until every object's status reports ``Ready=True``. The time starts with the first create
+request.
 """
 
 from __future__ import annotations
@@ -27,12 +31,12 @@ import kmock
 import prometheus_client
 import psycopg
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "operator"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+import servers
 
 from emulator import SCHEDULES, Emulator, kubeconfig, prepare
-
 from tickwork.db import migrate
-from tickwork.db.embedded import EmbeddedPostgres
 from tickwork.operator import runner
 from tickwork.operator.config import OperatorConfig
 
@@ -157,13 +161,11 @@ def main() -> None:
     parser.add_argument("--schedules", type=int, default=1000)
     parser.add_argument("--concurrency", type=int, default=50, help="create requests in flight")
     parser.add_argument("--status-interval", type=float, default=10.0)
+    servers.add_arguments(parser)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="tickwork-bench-operator-") as tmp:
-        os.chmod(tmp, 0o711)
-        with EmbeddedPostgres(Path(tmp)) as server:
-            url = server.conninfo
-            migrate.apply(url)
-            asyncio.run(bench(url, args.schedules, args.concurrency, args.status_interval))
+    with servers.database_server(args.database_url) as url:
+        migrate.apply(url)
+        asyncio.run(bench(url, args.schedules, args.concurrency, args.status_interval))
 
 
 if __name__ == "__main__":

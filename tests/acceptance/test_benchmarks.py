@@ -1,0 +1,72 @@
+"""Every benchmark command of the README runs as written (with tiny sizes), prints its
+figures, and never touches ``$TICKWORK_DATABASE_URL``: it points at a host that does not
+exist, so a benchmark that used it would fail."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = {
+    "--jobs": "300",
+    "--schedules": "20",
+    "--every-second": "5",
+    "--seconds": "2",
+    "--compare": "1",
+    "--runs": "1",
+    "--processes": "1",
+}
+"""Sizes a benchmark of the README is run with here."""
+EXTRA = {
+    "bench/admin.py": ["--jobs", "2000", "--schedules", "50"],
+    "bench/operator_sync.py": ["--status-interval", "0.5"],
+    "bench/claim.py": ["--busy-jobs", "1000"],
+}
+"""Options added so the run stays small (the defaults are the benchmark's real sizes)."""
+
+
+def readme_benchmarks() -> list[list[str]]:
+    """The commands of the README's benchmark block, each as argv."""
+    text = (ROOT / "README.md").read_text()
+    block = text.split("## Benchmarks", 1)[1].split("```sh", 1)[1].split("```", 1)[0]
+    commands = []
+    for line in block.splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            commands.append(shlex.split(line))
+    return commands
+
+
+def tiny(argv: list[str]) -> list[str]:
+    script = argv[1]
+    small = [TINY.get(argv[i - 1], arg) if i > 1 else arg for i, arg in enumerate(argv)]
+    return [sys.executable, *small[1:], *EXTRA.get(script, [])]
+
+
+def test_the_readme_lists_every_benchmark() -> None:
+    listed = {argv[1] for argv in readme_benchmarks()}
+    on_disk = {
+        f"bench/{path.name}"
+        for path in (ROOT / "bench").glob("*.py")
+        if 'if __name__ == "__main__":' in path.read_text()
+    }
+    assert listed == on_disk
+    assert all(argv[0] == "python" for argv in readme_benchmarks())
+
+
+@pytest.mark.parametrize("argv", readme_benchmarks(), ids=shlex.join)
+def test_a_readme_benchmark_runs_as_written(argv: list[str]) -> None:
+    env = {**os.environ, "TICKWORK_DATABASE_URL": "postgresql://nowhere.invalid/users-db"}
+    result = subprocess.run(
+        tiny(argv), cwd=ROOT, env=env, capture_output=True, text=True, timeout=240
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+    assert re.search(r"\d", result.stdout), result.stdout
