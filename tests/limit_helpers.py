@@ -3,14 +3,18 @@ the unit, integration and reliability tests of the limits. Import as ``import li
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import io
 import json
+from decimal import Decimal
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from tickwork.cli import main
 from tickwork.schedules import limits
 
 CRD_PATH = Path(__file__).resolve().parents[1] / "crds" / "schedules.tickwork.io.yaml"
@@ -107,22 +111,52 @@ def nested(levels: int, leaf: Any = 1) -> Any:
 
 
 def encoded_size(payload: Any) -> int:
-    """The payload's size as the limit counts it: compact UTF-8 JSON."""
+    """The payload's size as the limit counts it: compact UTF-8 JSON, numbers as jsonb
+    prints them (in full: 1.5e-300 as 304 characters)."""
     text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
-    return len(text.encode())
+    return len(text.encode()) + sum(
+        len(format(Decimal(repr(number)), "f")) - len(repr(number)) for number in floats(payload)
+    )
+
+
+def floats(value: Any) -> list[float]:
+    if isinstance(value, float):
+        return [value]
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else []
+    return [number for item in items for number in floats(item)]
 
 
 def largest_payload() -> dict[str, Any]:
     """A payload at every payload limit at once: exactly ``PAYLOAD_MAX_BYTES`` encoded, nested
     ``PAYLOAD_MAX_DEPTH`` levels, a key of the longest length, the extreme 64-bit integers,
-    the largest double, and text with four-byte characters."""
+    floats jsonb prints long or as integers, and text with four-byte characters."""
     payload: dict[str, Any] = {
         "deep": nested(limits.PAYLOAD_MAX_DEPTH - 1),
         "k" * limits.PAYLOAD_MAX_KEY_LENGTH: [limits.PAYLOAD_MIN_INT, limits.PAYLOAD_MAX_INT],
-        "float": 1.7976931348623157e308,
+        "floats": [1.5e-300, -9.2e18, 0.1],
         "wide": WIDE * 10,
         "pad": "",
     }
     payload["pad"] = "p" * (limits.PAYLOAD_MAX_BYTES - encoded_size(payload))
     assert encoded_size(payload) == limits.PAYLOAD_MAX_BYTES
     return payload
+
+
+def manifest(name: str, spec: dict[str, Any]) -> str:
+    """One Schedule document as YAML (``.nan``/``.inf`` for those floats, NUL escaped)."""
+    document = {
+        "apiVersion": "tickwork.io/v1",
+        "kind": "Schedule",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+    return yaml.safe_dump(document, sort_keys=False)
+
+
+def sync(database_url: str, namespace: str, path: Path) -> tuple[int, str]:
+    """``tickwork sync NAMESPACE -f PATH`` in this process: its exit status and stderr."""
+    stderr, stdout = io.StringIO(), io.StringIO()
+    argv = ["sync", namespace, "-f", str(path), "--database-url", database_url]
+    with contextlib.redirect_stderr(stderr), contextlib.redirect_stdout(stdout):
+        status = main(argv, env={})
+    return status, stderr.getvalue()

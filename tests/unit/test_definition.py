@@ -273,6 +273,8 @@ def test_job_ranges(changes: dict[str, Any], field: str) -> None:
         ([10**5000], "spec.job.payload[0]", "an integer of about 5000 digits is outside"),
         ({"s": "\udc00"}, "spec.job.payload.s", "unpaired surrogate"),
         ({"x": -math.inf}, "spec.job.payload.x", "not a JSON number"),
+        ([1e19], "spec.job.payload[0]", "1e+19 is outside the signed 64-bit integer range"),
+        ([-1.7976931348623157e308], "spec.job.payload[0]", "outside the signed 64-bit"),
     ],
 )
 def test_payload_must_be_plain_json(payload: Any, field: str, reason: str) -> None:

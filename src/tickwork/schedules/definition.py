@@ -20,6 +20,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
+from decimal import Decimal
 from typing import Any, NoReturn, TypeVar
 
 from tickwork.errors import InvalidInput
@@ -272,8 +273,9 @@ def text_problem(value: str, min_length: int, max_length: int | None) -> str | N
 
 def check_payload(error: Callable[[str, str], Exception], path: str, payload: Any) -> None:
     """Raise ``error(where, reason)`` at the first value of ``payload`` that is not plain JSON
-    within the payload limits (depth, encoded size, key length, 64-bit integers, finite
-    numbers, text without NUL). Walks iteratively, so any depth (even a cycle) is safe, and
+    within the payload limits (depth, encoded size, key length, numbers finite and within 64
+    bits, text without NUL), so that it round-trips through jsonb and passes this check again
+    when firing reads it back. Walks iteratively, so any depth (even a cycle) is safe, and
     stops once the size is exceeded, so any breadth (even a YAML alias bomb) is cheap."""
     budget = limits.PAYLOAD_MAX_BYTES
     todo: list[tuple[str, Any, int]] = [(path, payload, 0)]
@@ -301,7 +303,10 @@ def _payload_node(
     if isinstance(value, float):
         if not math.isfinite(value):
             raise error(where, f"{value} is not a JSON number")
-        return len(repr(value)), []
+        if not -_FLOAT_BOUND <= value < _FLOAT_BOUND:
+            raise error(where, f"{value!r} is outside the signed 64-bit integer range")
+        # jsonb prints numbers in full (1e-300 as 302 characters; 1e16 as an integer).
+        return len(format(Decimal(repr(value)), "f")), []
     if isinstance(value, str):
         problem = text_problem(value, 0, None)
         if problem is not None:
@@ -325,6 +330,10 @@ def _payload_node(
             children.append((f"{where}{_key_path(key)}", value[key], depth + 1))
         return size, children
     raise error(where, f"{shown(value)} is not a JSON value ({type(value).__name__}); quote it")
+
+
+_FLOAT_BOUND = float(2**63)
+"""A float outside ±2**63 would come back from jsonb as an integer beyond 64 bits."""
 
 
 def _key_path(key: str) -> str:
