@@ -1,9 +1,10 @@
-"""``tickwork dev``: everything on one machine with no set-up. An embedded PostgreSQL server
-keeps its data in a directory of the project (``.tickwork`` by default), the migrations are
-applied, the example Schedules (shipped in the package, ``tickwork/example_schedules/``) are
-synced into namespace ``examples``, a worker serves the example App (:mod:`tickwork.examples`)
-and fires that namespace, a few example jobs are enqueued, and every fired occurrence, skipped
-occurrence and job state change is printed as one line. The worker serves ``/metrics``,
+"""``tickwork dev``: everything on one machine with no set-up. An embedded PostgreSQL server keeps
+its data in a directory of the project (``.tickwork`` by default), the migrations are applied,
+the example Schedules (shipped in the package, ``tickwork/example_schedules/``) are synced into
+namespace ``examples``, a worker serves the example App (:mod:`tickwork.examples`) and fires
+that namespace, a few example jobs are enqueued, and every fired occurrence, skipped occurrence
+and job state change is printed as one line (``--db-only``: just the migrated server and its
+URL, for trying the Python API or your own worker on it). The worker serves ``/metrics``,
 ``/healthz`` and ``/readyz`` on 127.0.0.1:9090, or on a free port when 9090 is taken.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import signal
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -83,6 +85,25 @@ def free_port(preferred: int) -> int:
         except OSError:
             probe.bind((HTTP_HOST, 0))
         return int(probe.getsockname()[1])
+
+
+def serve_database(server: EmbeddedPostgres, out: TextIO) -> None:
+    """``--db-only``: print the server's URL and wait for Ctrl-C (SIGINT) or SIGTERM."""
+    out.write(
+        f"PostgreSQL is ready; in another shell:\n"
+        f"  export TICKWORK_DATABASE_URL='{server.conninfo}'\n"
+        "Ctrl-C stops it\n"
+    )
+    out.flush()
+
+    async def wait() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, stop.set)
+        await stop.wait()
+
+    asyncio.run(wait())
 
 
 def start(server: EmbeddedPostgres, out: TextIO) -> tuple[Worker, LiveView]:

@@ -1,4 +1,4 @@
-"""``tickwork dev [--data-dir .tickwork] [--port N]``: see :mod:`tickwork.devmode`."""
+"""``tickwork dev [--data-dir .tickwork] [--port N] [--db-only]``: see :mod:`tickwork.devmode`."""
 
 from __future__ import annotations
 
@@ -35,6 +35,12 @@ def register(subcommands: common.Subcommands) -> None:
         metavar="N",
         help="PostgreSQL port on 127.0.0.1 (default: the last one used, or a free one)",
     )
+    parser.add_argument(
+        "--db-only",
+        action="store_true",
+        help="only start PostgreSQL (migrated) and print its URL for TICKWORK_DATABASE_URL; "
+        "no worker, no examples; Ctrl-C stops it",
+    )
     common.add_logging(parser, "warning")
     parser.set_defaults(handler=run)
 
@@ -43,6 +49,10 @@ def run(args: argparse.Namespace, env: common.Env) -> int:
     common.configure_logging(args, env)
     out = sys.stdout
     with devmode.database(args.data_dir, args.port, out) as server:
+        if args.db_only:
+            devmode.serve_database(server, out)
+            print("stopping PostgreSQL", file=out, flush=True)
+            return 0
         worker, view = devmode.start(server, out)
         asyncio.run(serve(worker, view.run(), before_forced_exit=server.stop))
         print("worker stopped; stopping PostgreSQL", file=out, flush=True)
