@@ -185,7 +185,9 @@ class ScheduleDefinition:
         checked by :meth:`validate`.
         """
         fields = _Fields(name, "spec", spec, _SPEC_FIELDS)
-        fields.string("scheduleNamespace")
+        target = fields.string("scheduleNamespace")
+        if target is not None and any(c.isspace() for c in target):
+            raise fields.error("scheduleNamespace", "must be a name without spaces")
         every = fields.parse("every", occurrences.parse_duration)
         interval_mode = fields.choice("intervalMode", IntervalMode)
         if interval_mode is not None and every is None:
@@ -571,7 +573,7 @@ class _Fields:
             return None
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise self.error(key, f"must be a number, not {_type_name(value)}")
-        if not math.isfinite(value):
+        if isinstance(value, float) and not math.isfinite(value):
             raise self.error(key, "must be a finite number")
         return self._limited(key, value)
 
