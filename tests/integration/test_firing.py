@@ -15,6 +15,8 @@ from typing import Any
 
 import psycopg
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from prometheus_client import REGISTRY
 
 import tickwork
@@ -543,3 +545,44 @@ async def test_a_lost_connection_still_rolls_the_whole_batch_back(
     assert jobs(conn) == []
     assert [_failing(conn, name) for name in ("a", "cut")] == [(None, 0, None)] * 2
     assert schedule(conn, "a")["next_run_at"] == at(60)
+
+
+@settings(
+    max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(culprits=st.sets(st.integers(0, 29), max_size=5), batch=st.integers(1, 30))
+def test_any_culprits_in_any_batch_are_found_and_only_they_are_set_aside(
+    app: tickwork.App,
+    conn: psycopg.Connection[Any],
+    database_url: str,
+    culprits: set[int],
+    batch: int,
+) -> None:
+    names = [f"s{i:02}" for i in range(30)]
+    app.sync_schedules(NS, [every(name, 60) for name in names])  # the same each example
+    conn.execute("DROP TRIGGER IF EXISTS refuse_poison ON tickwork.jobs")
+    conn.execute("DROP FUNCTION IF EXISTS public.refuse_poison()")
+    conn.execute(POISON_TRIGGER)
+    conn.execute("DELETE FROM tickwork.jobs")
+    conn.execute(
+        "UPDATE tickwork.schedules SET next_run_at = %s, firing_error = NULL,"
+        " firing_failures = 0, firing_retry_at = NULL, revision = revision + 1,"
+        " spec = jsonb_set(spec, '{job,kind}', to_jsonb(CASE WHEN name = ANY(%s)"
+        " THEN %s ELSE %s END))",
+        (at(60), [names[i] for i in culprits], POISON, KIND),
+    )
+
+    async def pass_() -> firing.FireReport:
+        async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as c:
+            return await firing.run_once(c, [NS], at(60), config=firing.FiringConfig(batch=batch))
+
+    report = asyncio.run(pass_())
+
+    assert (report.fired, report.failed) == (30 - len(culprits), len(culprits))
+    failing = {
+        r[0]
+        for r in conn.execute("SELECT name FROM tickwork.schedules WHERE firing_error IS NOT NULL")
+    }
+    assert failing == {names[i] for i in culprits}
+    fired = {r[0] for r in conn.execute("SELECT schedule_name FROM tickwork.jobs")}
+    assert fired == set(names) - failing

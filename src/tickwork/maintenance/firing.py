@@ -9,12 +9,12 @@ revision read at claim. A crash anywhere rolls the whole batch back; the next wo
 Isolation: a schedule whose firing fails for a reason of its own is set aside and the rest of
 its batch fires. Its stored spec may not be readable by this version, planning it may raise,
 or PostgreSQL may refuse its job or its advance: the batch's writes go inside one savepoint,
-and only when that fails (with anything but a connection or server error) are they redone one
-schedule per savepoint, to find the culprits. A schedule that failed before goes in a
-savepoint of its own from the start. Each culprit keeps its next run, records its error on
-its row (``firing_error``, ``firing_failures``) and is not claimed again before
-``firing_retry_at``: RETRY_FIRST after the first failure, doubling up to RETRY_MAX. The first
-firing that works, or a sync that changes the definition, clears it. A connection error
+and only when that fails (with anything but a connection or server error) are they redone in
+halves, each in its own savepoint, until the culprits stand alone. A schedule that failed
+before goes in a savepoint of its own from the start. Each culprit keeps its next run,
+records its error on its row (``firing_error``, ``firing_failures``) and is not claimed again
+before ``firing_retry_at``: RETRY_FIRST after the first failure, doubling up to RETRY_MAX.
+The first firing that works, or a sync that changes the definition, clears it. A connection error
 still rolls the whole batch back; the next pass retries.
 
 A schedule with a long backlog is settled at most ``chunk`` occurrences per pass; the pass
@@ -435,30 +435,7 @@ async def _fire_batch(
             spent += planned.computed if planned else 1
             if planned is not None:
                 plans.append(planned)
-        # Schedules that failed before get a savepoint each; the rest share one.
-        fresh = [p for p in plans if not p.due.failures]
-        groups = deque([[p] for p in plans if p.due.failures])
-        if fresh:
-            groups.appendleft(fresh)
-        settled: list[_Plan] = []
-        deferred = 0
-        while groups:
-            group = groups.popleft()
-            try:
-                async with conn.transaction():
-                    done, held = await _settle(conn, group, now)
-            except Exception as exc:
-                if not _tied_to_rows(exc):
-                    raise
-                if len(group) == 1:
-                    failed[group[0].key] = (group[0].due, _failure(group[0], exc))
-                    continue
-                # Find the culprits: the same writes again, one schedule per savepoint.
-                group = [p for p in map(plan, (p.due for p in group)) if p is not None]
-                groups.extend([p] for p in group)
-                continue
-            settled.extend(done)
-            deferred += held
+        settled, deferred = await _settle_apart(conn, plans, now, plan, failed)
         retries = {}
         if failed:
             failures = [
@@ -480,6 +457,44 @@ async def _fire_batch(
         backlog=sum(p.backlog for p in settled) + len(due) - processed,
         failed=len(failed),
     )
+
+
+async def _settle_apart(
+    conn: connections.AsyncConnection,
+    plans: list[_Plan],
+    now: datetime | None,
+    replan: Callable[[db.DueSchedule], _Plan | None],
+    failed: dict[db.Key, tuple[db.DueSchedule, str]],
+) -> tuple[list[_Plan], int]:
+    """:func:`_settle` in savepoints, so that one schedule's error sets only that one aside.
+    The schedules that failed before get a savepoint each, the rest share one. A shared one
+    that fails (for a reason of its rows: ``_tied_to_rows``) is redone in halves, with fresh
+    plans from ``replan``, until each culprit stands alone: a few savepoints per culprit, not
+    one per schedule. The culprits' errors go into ``failed``."""
+    groups = deque([[p] for p in plans if p.due.failures])
+    fresh = [p for p in plans if not p.due.failures]
+    if fresh:
+        groups.appendleft(fresh)
+    settled: list[_Plan] = []
+    deferred = 0
+    while groups:
+        group = groups.popleft()
+        try:
+            async with conn.transaction():
+                done, held = await _settle(conn, group, now)
+        except Exception as exc:
+            if not _tied_to_rows(exc):
+                raise
+            if len(group) == 1:
+                failed[group[0].key] = (group[0].due, _failure(group[0], exc))
+            else:
+                again = [p for p in map(replan, (p.due for p in group)) if p is not None]
+                half = len(again) // 2
+                groups.extendleft(g for g in (again[half:], again[:half]) if g)  # first half first
+            continue
+        settled.extend(done)
+        deferred += held
+    return settled, deferred
 
 
 async def _settle(
@@ -546,7 +561,7 @@ def _count_failures(
     for key, (_, error) in failed.items():
         retry = retries.get(key)
         if retry is None:
-            continue  # changed mid-pass: its new revision starts afresh
+            continue  # not at the revision read: cannot happen while the batch holds it
         namespace, name = key
         metrics.SCHEDULE_FIRING_FAILURES.labels(namespace, name).inc()
         log.error(
