@@ -19,7 +19,7 @@ from tickwork.errors import (
     JobNotFound,
     ScheduleNotFound,
 )
-from tickwork.model import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, Backoff, Job, JobId
+from tickwork.model import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, Backoff, Job, JobId, JobStatus
 from tickwork.schedules import operations
 from tickwork.schedules import sync as schedule_sync
 from tickwork.schedules.definition import ScheduleDefinition
@@ -304,8 +304,12 @@ class App:
         actor: str = "api",
         reason: str | None = None,
         request_id: str | None = None,
-    ) -> None:
-        """Cancel an available or running job (a running one stops at its next heartbeat)."""
+    ) -> JobStatus:
+        """Cancel an available job, or ask a running one to stop; returns the job's status
+        after the call: ``cancelled``, or ``running`` while its worker stops it. A running job
+        keeps its concurrency key until its worker records it cancelled (within about a second
+        for an async task, which is cancelled; a sync task cannot be interrupted and is recorded
+        cancelled when it returns) or its lease expires (lease recovery then cancels it)."""
         self._act(
             job_id,
             store.cancel_job(job_id, self.clock.now()),
@@ -315,6 +319,7 @@ class App:
             reason=reason,
             request_id=request_id,
         )
+        return self.get_job(job_id).status
 
     def retry(
         self,

@@ -1,5 +1,8 @@
 """Structured logging: a message plus stable keys (action, job_id, kind, schedule, worker,
-attempt, ...), printed as ``key=value`` pairs or as one JSON object per line.
+attempt, ...), printed as ``key=value`` pairs or as one JSON object per line. A record logged
+with an exception carries it: in text, its traceback on the lines after (ending with the
+exception's type and message); in JSON, an ``exception`` object with ``type``, ``message``
+and ``traceback``.
 
 Records logged while a worker runs carry ``worker`` (its name) without each call saying so:
 the worker sets :data:`CURRENT_WORKER` for its tasks. Payloads are never logged.
@@ -52,6 +55,7 @@ class KeyValueFormatter(logging.Formatter):
                 data[key] = getattr(record, key)
             elif key == "worker" and (worker := CURRENT_WORKER.get()) is not None:
                 data[key] = worker
+        trace = self.formatException(record.exc_info) if record.exc_info else None
         if self.as_json:
             data = {
                 "time": self.formatTime(record),
@@ -60,10 +64,28 @@ class KeyValueFormatter(logging.Formatter):
                 "message": record.getMessage(),
                 **data,
             }
+            if record.exc_info and record.exc_info[1] is not None:
+                exc = record.exc_info[1]
+                data["exception"] = {
+                    "type": _type_name(exc),
+                    "message": str(exc),
+                    "traceback": trace,
+                }
             return json.dumps(data, default=str)
         pairs = " ".join(f"{k}={v}" for k, v in data.items())
         line = f"{self.formatTime(record)} {record.levelname:<7} {record.getMessage()}"
-        return f"{line} {pairs}" if pairs else line
+        line = f"{line} {pairs}" if pairs else line
+        # The traceback follows on its own lines; its last line names the type and message.
+        return f"{line}\n{trace}" if trace else line
+
+
+def _type_name(exc: BaseException) -> str:
+    kind = type(exc)
+    return (
+        kind.__qualname__
+        if kind.__module__ == "builtins"
+        else f"{kind.__module__}.{kind.__qualname__}"
+    )
 
 
 def configure(level: str = "INFO", *, as_json: bool = False) -> None:

@@ -296,6 +296,13 @@ class FreshGauges(Collector):
                 yield from gauge.collect()
 
 
+FLEET_ORPHANED_JOBS = Gauge(
+    "tickwork_fleet_orphaned_jobs",
+    "Jobs of kinds no live worker registers, by kind and status: available, running, dead "
+    "(their on_dead hook pending).",
+    ["kind", "status"],
+    registry=None,
+)
 FLEET = FreshGauges(
     (
         FLEET_SAMPLED,
@@ -306,6 +313,7 @@ FLEET = FreshGauges(
         FLEET_NAMESPACE_WORKERS,
         FLEET_OVERDUE_SCHEDULES,
         FLEET_WORKERS,
+        FLEET_ORPHANED_JOBS,
     ),
     REGISTRY,
 )

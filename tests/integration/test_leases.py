@@ -1,6 +1,7 @@
 """Leases: heartbeats extend them, expired ones are recovered by any worker (or the job dies
 with its on_dead hook), every write after a claim is fenced by version, and cancellation
-reaches a running job at its worker's next heartbeat."""
+reaches a running job's worker at once (a notification; the heartbeat is the fallback), which
+stops the task and records it cancelled; until then the job holds its concurrency key."""
 
 from __future__ import annotations
 
@@ -29,6 +30,8 @@ from helpers import (
 from tickwork.clock import SettableClock
 from tickwork.errors import InvalidTransition, JobNotFound
 from tickwork.maintenance import leases
+from tickwork.model import JobStatus
+from tickwork.worker import deaths
 from tickwork.worker.runner import Worker
 
 KIND = "t.lease"
@@ -70,10 +73,10 @@ async def test_heartbeat_extends_the_leases_of_held_jobs(
         assert row["version"] == job.version, "a heartbeat is not a state change"
 
         # Past the first lease, within the extended one: not recovered.
-        assert await leases.run_once(aconn, app.registry, at(45)) == 0
-        assert await leases.run_once(aconn, app.registry, at(50)) == 0, "expiry is strict"
+        assert await leases.run_once(aconn, at(45)) == 0
+        assert await leases.run_once(aconn, at(50)) == 0, "expiry is strict"
         assert (await ajob_row(aconn, job_id))["status"] == "running"
-        assert await leases.run_once(aconn, app.registry, at(50.001)) == 1
+        assert await leases.run_once(aconn, at(50.001)) == 1
         assert (await ajob_row(aconn, job_id))["status"] == "available"
 
 
@@ -121,7 +124,7 @@ async def test_expired_lease_is_recovered_by_another_worker_and_the_attempt_coun
         assert [r.job_id for r in _records(caplog, "job_lost")] == [job_id]
 
 
-async def test_expired_lease_on_the_last_attempt_makes_the_job_dead_with_its_hook(
+async def test_expired_lease_of_a_kind_nobody_else_knows_is_recovered_dead_and_its_hook_runs_later(
     database_url: str, aconn: psycopg.AsyncConnection
 ) -> None:
     await aconn.execute("CREATE TABLE hook_log (job_id bigint, error text, outside text)")
@@ -129,7 +132,7 @@ async def test_expired_lease_on_the_last_attempt_makes_the_job_dead_with_its_hoo
     async def on_dead(job: tickwork.Job, conn: psycopg.AsyncConnection, error: str) -> None:
         async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as own:
             outside = await ascalar(
-                own, "SELECT status FROM tickwork.jobs WHERE id = %s", (job.id,)
+                own, "SELECT on_dead_pending::text FROM tickwork.jobs WHERE id = %s", (job.id,)
             )
         await conn.execute("INSERT INTO hook_log VALUES (%s, %s, %s)", (job.id, error, outside))
 
@@ -139,7 +142,7 @@ async def test_expired_lease_on_the_last_attempt_makes_the_job_dead_with_its_hoo
     async def last(job: tickwork.Job) -> None:
         return None
 
-    stranger = tickwork.App(database_url)  # serves other kinds: must leave the job alone
+    stranger = tickwork.App(database_url)  # serves other kinds only
 
     @stranger.task("t.other")
     async def other(job: tickwork.Job) -> None:
@@ -151,23 +154,31 @@ async def test_expired_lease_on_the_last_attempt_makes_the_job_dead_with_its_hoo
         async with opened(worker):
             await worker.claim_once(10)
 
-        assert await leases.run_once(aconn, stranger.registry, at(31)) == 0
-        assert (await ajob_row(aconn, job_id))["status"] == "running", "unknown kind: untouched"
-        assert await ascalar(aconn, "SELECT count(*) FROM hook_log") == 0
-
-        assert await leases.run_once(aconn, app.registry, at(31)) == 1
+        # The stranger's worker recovers it: dead, its hook pending (it cannot run it).
+        w_other = Worker(stranger, settings(database_url, name="w-o"), clock=SettableClock(at(31)))
+        async with opened(w_other):
+            await w_other.maintain_once()
         row = await ajob_row(aconn, job_id)
-        assert row["status"] == "dead"
+        assert (row["status"], row["on_dead_pending"]) == ("dead", True)
         assert row["finished_at"] == at(31)
         assert row["lease_expires_at"] is None
         assert "lease expired on the last attempt" in row["last_error"]
         assert "w-a" in row["last_error"]
+        assert await ascalar(aconn, "SELECT count(*) FROM hook_log") == 0
+
+        # A worker registering the kind runs it, once, in the transaction clearing the flag.
+        w_b = Worker(app, settings(database_url, name="w-b"), clock=SettableClock(at(40)))
+        async with opened(w_b):
+            await w_b.maintain_once()
+            await w_b.maintain_once()
+        assert (await ajob_row(aconn, job_id))["on_dead_pending"] is False
         hooks = await (await aconn.execute("SELECT * FROM hook_log")).fetchall()
-        assert hooks == [(job_id, row["last_error"], "running")], (
-            "the hook ran once, inside the uncommitted transaction that made the job dead"
+        assert hooks == [(job_id, row["last_error"], "true")], (
+            "the hook ran once, inside the uncommitted transaction that clears the flag"
         )
     finally:
         await app.close_async()
+        await stranger.close_async()
 
 
 async def test_failing_hook_during_lease_recovery_spares_the_rest_of_the_batch(
@@ -192,7 +203,9 @@ async def test_failing_hook_during_lease_recovery_spares_the_rest_of_the_batch(
         async with opened(worker):
             assert len(await worker.claim_once(10)) == 2
 
-        assert await leases.run_once(aconn, app.registry, at(31)) == 2
+        assert await leases.run_once(aconn, at(31)) == 2
+        assert await deaths.run_pending_hooks(aconn, app.registry) == 2
+        assert await deaths.run_pending_hooks(aconn, app.registry) == 0
         broken_row, fine_row = [await ajob_row(aconn, i) for i in (broken, fine)]
         assert (broken_row["status"], fine_row["status"]) == ("dead", "dead")
         assert "on_dead hook failed" in broken_row["last_error"]
@@ -238,7 +251,7 @@ async def test_outcome_of_a_job_taken_over_elsewhere_is_dropped_and_logged(
         async with running(a):
             await wait_until(lambda: started.ids == [job_id], what="the task to start")
             # A's lease runs out (by the clock of everyone else); the job is recovered...
-            assert await leases.run_once(aconn, app.registry, at(31)) == 1
+            assert await leases.run_once(aconn, at(31)) == 1
             b = Worker(app, settings(database_url, name="w-b"), clock=SettableClock(at(31)))
             if outcome != "fail_and_die":
                 async with opened(b):  # ... and taken by another worker
@@ -258,7 +271,8 @@ async def test_outcome_of_a_job_taken_over_elsewhere_is_dropped_and_logged(
         if outcome == "fail_and_die":
             assert after["status"] == "dead"
             assert "lease expired on the last attempt" in after["last_error"]
-            assert hook_calls == [job_id], "the hook ran once, for the recovery, not again"
+            assert hook_calls == [], "the hook waits for a worker's maintenance pass"
+            assert after["on_dead_pending"] is True
         else:
             assert (after["status"], after["picked_by"], after["attempt"]) == ("running", "w-b", 2)
     finally:
@@ -294,7 +308,7 @@ async def test_cancelled_available_job_never_runs(
     assert (await ajob_row(aconn, doomed))["status"] == "cancelled"
 
 
-async def test_cancelling_a_running_async_job_interrupts_it_at_the_next_heartbeat(
+async def test_cancelling_a_running_async_job_is_a_request_its_worker_carries_out_at_once(
     app: tickwork.App,
     database_url: str,
     aconn: psycopg.AsyncConnection,
@@ -302,6 +316,7 @@ async def test_cancelling_a_running_async_job_interrupts_it_at_the_next_heartbea
 ) -> None:
     caplog.set_level(logging.INFO)
     started, interrupted = asyncio.Event(), asyncio.Event()
+    release = asyncio.Event()
 
     @app.task("t.long")
     async def long(job: tickwork.Job) -> None:
@@ -310,58 +325,85 @@ async def test_cancelling_a_running_async_job_interrupts_it_at_the_next_heartbea
             await asyncio.Event().wait()
         except asyncio.CancelledError:
             interrupted.set()
+            await release.wait()  # cleaning up: the job is still running meanwhile
             raise
 
     @app.task("t.next")
     async def next_one(job: tickwork.Job) -> None:
         return None
 
-    job_id = await app.enqueue_async("t.long", {})
+    job_id = await app.enqueue_async("t.long", {}, concurrency_key="k")
     worker = Worker(app, settings(database_url, concurrency=1, prefetch=1), clock=app.clock)
     async with running(worker):
         await asyncio.wait_for(started.wait(), 10)
-        await asyncio.to_thread(app.cancel, job_id)
-        assert not interrupted.is_set(), "nothing happens before the heartbeat"
-        await worker.heartbeat_once()
-        await asyncio.wait_for(interrupted.wait(), 10)
+        assert await asyncio.to_thread(app.cancel, job_id) is JobStatus.RUNNING
+        # No heartbeat is due (every 25 s): the notification alone reaches the worker.
+        await asyncio.wait_for(interrupted.wait(), 5)
+        row = await ajob_row(aconn, job_id)
+        assert (row["status"], row["cancel_requested_at"]) == ("running", T0)
+        assert row["concurrency_key"] == "k", "the key stays held while the task stops"
+        release.set()
+        await wait_status(aconn, job_id, "cancelled")
         # The job ran in the worker's only slot: interrupting it left the slot serving.
         after = await app.enqueue_async("t.next", {})
         await wait_status(aconn, after, "succeeded")
     row = await ajob_row(aconn, job_id)
-    assert row["status"] == "cancelled"
-    assert row["finished_at"] == T0
-    assert row["last_error"] is None
-    assert [r.job_id for r in _records(caplog, "job_lost")] == [job_id]
-    assert not _records(caplog, "version_mismatch"), "the outcome was dropped, not attempted"
+    assert (row["status"], row["finished_at"], row["last_error"]) == ("cancelled", T0, None)
+    assert [r.job_id for r in _records(caplog, "cancel_requested")] == [job_id]
+    assert [r.job_id for r in _records(caplog, "job_cancelled")] == [job_id]
+    assert not _records(caplog, "version_mismatch")
 
 
-async def test_cancelled_sync_job_keeps_its_status_when_the_function_returns(
+async def test_a_claimed_job_asked_to_stop_before_it_started_never_runs(
+    app: tickwork.App, database_url: str, aconn: psycopg.AsyncConnection
+) -> None:
+    seen = Recorder()
+
+    @app.task("t.seen")
+    async def record(job: tickwork.Job) -> None:
+        seen.add(job)
+
+    job_id = await app.enqueue_async("t.seen", {})
+    worker = Worker(app, settings(database_url), clock=app.clock)
+    async with opened(worker):  # no listener: the heartbeat is how it learns
+        (claimed,) = await worker.claim_once(10)
+        await asyncio.to_thread(app.cancel, job_id)
+        await worker.heartbeat_once()
+        slot = asyncio.create_task(worker._slot())
+        await wait_status(aconn, job_id, "cancelled")
+        worker._buffer.put_nowait(None)
+        await asyncio.wait_for(slot, 10)
+    assert seen.ids == []
+    assert (await ajob_row(aconn, job_id))["version"] == claimed.version + 1
+
+
+async def test_a_sync_job_asked_to_stop_runs_on_holding_its_key_and_is_cancelled_when_it_returns(
     app: tickwork.App, database_url: str, aconn: psycopg.AsyncConnection
 ) -> None:
     running_now, release = threading.Event(), threading.Event()
-    returned = threading.Event()
 
     @app.task("t.blocking")
-    def blocking(job: tickwork.Job) -> None:
+    def blocking(job: tickwork.Job) -> str:
         running_now.set()
         release.wait(10)
-        returned.set()
+        return "done anyway"
 
-    job_id = await app.enqueue_async("t.blocking", {})
-    after = await app.enqueue_async("t.lease", {})  # proves the worker kept working
-    worker = Worker(app, settings(database_url, concurrency=1), clock=app.clock)
+    job_id = await app.enqueue_async("t.blocking", {}, concurrency_key="k")
+    rival = await app.enqueue_async(KIND, {}, concurrency_key="k")
+    worker = Worker(app, settings(database_url, concurrency=2), clock=app.clock)
     try:
         async with running(worker):
             await wait_until(running_now.is_set, what="the sync task to start")
             await asyncio.to_thread(app.cancel, job_id)
             await worker.heartbeat_once()
+            await asyncio.sleep(0.3)  # a free slot polls every 0.05 s: the rival must wait
+            assert (await ajob_row(aconn, job_id))["status"] == "running"
+            assert (await ajob_row(aconn, rival))["status"] == "available"
             release.set()
-            await wait_until(returned.is_set, what="the function to return")
-            # The slot was freed by the cancellation: the next job runs.
-            await wait_status(aconn, after, "succeeded")
+            await wait_status(aconn, job_id, "cancelled")
+            await wait_status(aconn, rival, "succeeded")
     finally:
         release.set()
-    assert (await ajob_row(aconn, job_id))["status"] == "cancelled"
 
 
 async def test_cancel_refuses_finished_and_unknown_jobs(

@@ -32,7 +32,12 @@ def register(subcommands: common.Subcommands) -> None:
     _register_enqueue(subcommands)
     _register_jobs(subcommands)
     for name, handler, summary in (
-        ("cancel", cancel, "cancel an available or running job"),
+        (
+            "cancel",
+            cancel,
+            "cancel an available job, or ask a running one to stop (it stays running, holding "
+            "its concurrency key, until its worker has stopped it)",
+        ),
         ("retry", retry, "send a dead or cancelled job back to available, attempts reset"),
     ):
         parser = subcommands.add_parser(name, help=summary, description=summary.capitalize() + ".")
@@ -162,8 +167,11 @@ def list_jobs(args: argparse.Namespace, env: common.Env) -> int:
 
 def cancel(args: argparse.Namespace, env: common.Env) -> int:
     with common.app(args, env) as app:
-        app.cancel(args.job_id, actor=common.actor(args, env), reason=args.reason)
-    print(f"job {args.job_id} cancelled")
+        status = app.cancel(args.job_id, actor=common.actor(args, env), reason=args.reason)
+    if status is JobStatus.RUNNING:
+        print(f"job {args.job_id} asked to stop: cancelled once its worker has stopped it")
+    else:
+        print(f"job {args.job_id} {status.value}")
     return 0
 
 

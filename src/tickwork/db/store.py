@@ -235,8 +235,14 @@ def _fenced(query: str, jobs: Sequence[Job], now: datetime | None, **extra: Any)
 
 def extend_leases(
     jobs: Sequence[Job], lease_seconds: float, now: datetime | None
-) -> Op[set[JobId]]:
-    return _fenced("job_extend_leases", jobs, now, lease_seconds=lease_seconds)
+) -> Op[dict[JobId, bool]]:
+    """The jobs still ours, each with whether it was asked to stop."""
+    params = {"ids": [j.id for j in jobs], "versions": [j.version for j in jobs], "now": now}
+    return Op(
+        "job_extend_leases",
+        {**params, "lease_seconds": lease_seconds},
+        lambda rows: {JobId(r[0]): bool(r[1]) for r in rows},
+    )
 
 
 def complete_jobs(jobs: Sequence[Job], now: datetime | None) -> Op[set[JobId]]:
@@ -247,12 +253,21 @@ def hand_back_jobs(jobs: Sequence[Job], now: datetime | None) -> Op[set[JobId]]:
     return _fenced("job_hand_back", jobs, now)
 
 
-def retry_job_later(job: Job, delay: float, error: str, now: datetime | None) -> Op[bool]:
+def retry_job_later(
+    job: Job, delay: float, error: str, now: datetime | None
+) -> Op[JobStatus | None]:
+    """The job's new status (available, or cancelled when it was asked to stop); None when
+    the version moved."""
     return Op(
         "job_retry_later",
         {"id": job.id, "version": job.version, "delay_seconds": delay, "error": error, "now": now},
-        bool,
+        lambda rows: JobStatus(rows[0][0]) if rows else None,
     )
+
+
+def record_cancelled(job: Job, now: datetime | None) -> Op[bool]:
+    """The worker stopped ``job`` (asked to stop); False when the version moved."""
+    return Op("job_record_cancelled", {"id": job.id, "version": job.version, "now": now}, bool)
 
 
 def mark_job_dead(job: Job, error: str, now: datetime | None) -> Op[bool]:
@@ -265,34 +280,31 @@ def mark_job_dead(job: Job, error: str, now: datetime | None) -> Op[bool]:
 
 @dataclass(frozen=True)
 class Recovered:
-    """A job whose expired lease was recovered (made available again)."""
+    """A job whose expired lease was recovered, and what it became: available, dead (its
+    on_dead hook pending) or cancelled (it had been asked to stop)."""
 
     id: JobId
     queue: str
     kind: str
     picked_by: str | None
+    status: JobStatus
 
 
 def recover_expired_leases(limit: int, now: datetime | None) -> Op[list[Recovered]]:
     return Op(
         "job_recover_expired",
         {"limit": limit, "now": now},
-        lambda rows: [Recovered(JobId(r[0]), r[1], r[2], r[3]) for r in rows],
+        lambda rows: [Recovered(JobId(r[0]), r[1], r[2], r[3], JobStatus(r[4])) for r in rows],
     )
 
 
-def job_statuses(ids: Sequence[JobId]) -> Op[dict[JobId, JobStatus]]:
-    return Op(
-        "job_statuses",
-        {"ids": list(ids)},
-        lambda rows: {JobId(r[0]): JobStatus(r[1]) for r in rows},
-    )
+def lock_dead_hooks_pending(kinds: Sequence[str], limit: int) -> Op[list[Job]]:
+    """Dead jobs of ``kinds`` whose on_dead hook has not run, locked for this transaction."""
+    return Op("job_lock_dead_hooks_pending", {"kinds": list(kinds), "limit": limit}, _jobs)
 
 
-def lock_expired_exhausted(kinds: Sequence[str], limit: int, now: datetime | None) -> Op[list[Job]]:
-    return Op(
-        "job_lock_expired_exhausted", {"kinds": list(kinds), "limit": limit, "now": now}, _jobs
-    )
+def dead_hook_ran(job: Job, error: str | None) -> Op[bool]:
+    return Op("job_dead_hook_ran", {"id": job.id, "error": error}, bool)
 
 
 def cancel_job(job_id: int, now: datetime | None) -> Op[bool]:
@@ -443,6 +455,22 @@ def gauge_workers(ttl_seconds: float, now: datetime | None) -> Op[tuple[int, dat
         "gauge_workers",
         {"ttl_seconds": ttl_seconds, "now": now},
         lambda rows: (int(rows[0][0]), rows[0][1]),
+    )
+
+
+@dataclass(frozen=True)
+class OrphanedJobs:
+    kind: str
+    status: JobStatus
+    count: int
+
+
+def gauge_orphaned_jobs(ttl_seconds: float, now: datetime | None) -> Op[list[OrphanedJobs]]:
+    """Jobs of kinds no live worker (seen within ``ttl_seconds``) registers."""
+    return Op(
+        "gauge_orphaned_jobs",
+        {"ttl_seconds": ttl_seconds, "now": now},
+        lambda rows: [OrphanedJobs(r[0], JobStatus(r[1]), int(r[2])) for r in rows],
     )
 
 

@@ -1,12 +1,13 @@
 """Fleet gauges: the worker that claims this duty samples PostgreSQL (open and dead jobs per
-queue, the oldest due job, schedules per namespace and state, overdue schedules, live workers)
+queue, the oldest due job, schedules per namespace and state, overdue schedules, live workers,
+jobs of kinds no live worker registers)
 and sets the ``tickwork_fleet_*`` gauges. Only one worker samples per interval, not every
 replica on every scrape; :data:`tickwork.metrics.FLEET` exports a sample for a few intervals
 only, so a worker that stopped winning the duty stops exporting old values."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from tickwork import metrics
@@ -32,6 +33,8 @@ class FleetSample:
     workers: int
     jobs: list[store.QueueJobs]
     schedules: list[store.NamespaceSchedules]
+    orphaned: list[store.OrphanedJobs] = field(default_factory=list)
+    """Jobs of kinds no live worker registers."""
 
 
 async def run_once(
@@ -42,13 +45,15 @@ async def run_once(
         jobs = await store.arun(conn, store.gauge_jobs(now))
         schedules = await store.arun(conn, store.gauge_schedules(OVERDUE_SECONDS, ttl_seconds, now))
         workers, at = await store.arun(conn, store.gauge_workers(ttl_seconds, now))
-    return FleetSample(at=at, workers=workers, jobs=jobs, schedules=schedules)
+        orphaned = await store.arun(conn, store.gauge_orphaned_jobs(ttl_seconds, now))
+    return FleetSample(at=at, workers=workers, jobs=jobs, schedules=schedules, orphaned=orphaned)
 
 
 def export(sample: FleetSample, fresh_for: float) -> None:
     """Replace the fleet gauges with ``sample``, exported for ``fresh_for`` seconds. Every
-    queue seen gets every sampled status (0 when none); every namespace with schedules gets
-    every state; namespaces with enabled schedules get their live worker count."""
+        queue seen gets every sampled status (0 when none); every namespace with schedules gets
+        every state; namespaces with enabled schedules get their live worker count; kinds no live
+    worker registers get their jobs per status (only the statuses they have)."""
     for gauge in (
         metrics.FLEET_JOBS,
         metrics.FLEET_OLDEST_DUE_AGE,
@@ -56,6 +61,7 @@ def export(sample: FleetSample, fresh_for: float) -> None:
         metrics.FLEET_SCHEDULES,
         metrics.FLEET_NAMESPACE_WORKERS,
         metrics.FLEET_OVERDUE_SCHEDULES,
+        metrics.FLEET_ORPHANED_JOBS,
     ):
         gauge.clear()
     metrics.FLEET_SAMPLED.set(sample.at.timestamp())
@@ -79,4 +85,6 @@ def export(sample: FleetSample, fresh_for: float) -> None:
         metrics.FLEET_OVERDUE_SCHEDULES.labels(ns.namespace).set(ns.overdue)
         if ns.enabled:
             metrics.FLEET_NAMESPACE_WORKERS.labels(ns.namespace).set(ns.workers)
+    for orphaned in sample.orphaned:
+        metrics.FLEET_ORPHANED_JOBS.labels(orphaned.kind, orphaned.status.value).set(orphaned.count)
     metrics.FLEET.sampled(fresh_for)

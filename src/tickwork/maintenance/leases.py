@@ -1,5 +1,8 @@
-"""Lease recovery: running jobs whose worker stopped heartbeating go back to available (the
-attempt counts) or, on their last attempt, become dead with the task's on_dead hook."""
+"""Lease recovery: running jobs whose worker stopped heartbeating are recovered whatever their
+kind, so that no job stays running without a live lease and no concurrency key stays held.
+Each becomes available again (the attempt counts), dead on its last attempt (its on_dead hook
+left pending for a worker that registers the kind:
+:func:`tickwork.worker.deaths.run_pending_hooks`), or cancelled when it had been asked to stop."""
 
 from __future__ import annotations
 
@@ -9,30 +12,40 @@ from datetime import datetime
 from tickwork import metrics
 from tickwork.db import connections, store
 from tickwork.logs import fields
-from tickwork.tasks import Registry
-from tickwork.worker import deaths
+from tickwork.model import JobStatus
 
 log = logging.getLogger(__name__)
 
 NAME = "recover_leases"
 BATCH = 1000
 
+_BECAME = {
+    JobStatus.AVAILABLE: "lease expired, job made available again",
+    JobStatus.DEAD: "lease expired on the last attempt, job is dead (on_dead pending)",
+    JobStatus.CANCELLED: "lease expired on a job asked to stop, job is cancelled",
+}
+
 
 async def run_once(
     conn: connections.AsyncConnection,
-    registry: Registry,
     now: datetime | None,
     meters: metrics.JobMeters | None = None,
 ) -> int:
     """Recover one batch of expired leases; returns how many jobs were recovered. Each counts
-    in ``tickwork_lease_recoveries_total``; one that died counts as a ``dead`` outcome too."""
+    in ``tickwork_lease_recoveries_total``; one that died or was cancelled counts as that
+    outcome too."""
     meters = meters or metrics.JobMeters()
     async with conn.transaction():
         recovered = await store.arun(conn, store.recover_expired_leases(BATCH, now))
     for job in recovered:
-        meters(job.queue, job.kind).recovered.inc()
+        meter = meters(job.queue, job.kind)
+        meter.recovered.inc()
+        if job.status is JobStatus.DEAD:
+            meter.dead.inc()
+        elif job.status is JobStatus.CANCELLED:
+            meter.cancelled.inc()
         log.warning(
-            "lease expired, job made available again",
+            _BECAME[job.status],
             extra=fields(
                 action="lease_recovered",
                 job_id=job.id,
@@ -41,14 +54,4 @@ async def run_once(
                 worker=job.picked_by,
             ),
         )
-    async with conn.transaction():
-        exhausted = await store.arun(conn, store.lock_expired_exhausted(registry.kinds, BATCH, now))
-        for dying in exhausted:
-            error = (
-                f"lease expired on the last attempt: worker {dying.picked_by} stopped heartbeating"
-            )
-            if await deaths.mark_dead(conn, dying, registry.get(dying.kind), error, now):
-                meter = meters(dying.queue, dying.kind)
-                meter.recovered.inc()
-                meter.dead.inc()
-    return len(recovered) + len(exhausted)
+    return len(recovered)

@@ -4,8 +4,12 @@ thread pool.
 
 Life of a job here: claimed (lease taken, in ``_buffer``) → started by a slot → outcome
 written (successes batched by the completer, failures one by one) → forgotten. The heartbeat
-extends the leases of every job held; a job whose lease could not be extended was cancelled
-or taken over elsewhere, and its outcome is dropped.
+extends the leases of every job held; a job whose lease could not be extended was taken over
+elsewhere, and its outcome is dropped. A job asked to stop (its cancellation notified on
+``tickwork_cancel``, which makes the heartbeat run at once, or seen by the next heartbeat) is
+stopped — an async task is cancelled, a sync one runs on, since Python cannot stop a thread —
+and recorded ``cancelled`` when its task has returned; it holds its lease and concurrency key
+until then.
 """
 
 from __future__ import annotations
@@ -39,6 +43,8 @@ Loop = Callable[["Worker"], Coroutine[Any, Any, None]]
 _Duty = Callable[[connections.AsyncConnection], Awaitable[Any]]
 
 _SHUTDOWN_ERROR = "interrupted: the worker shut down before the job finished"
+CANCEL_CHANNEL = "tickwork_cancel"
+"""Notified with a job's id when it is asked to stop (trigger jobs_notify_cancel_requested)."""
 
 STUCK_AFTER_INTERVALS = 3
 STUCK_GRACE_SECONDS = 120.0
@@ -70,6 +76,8 @@ class Worker:
         self._buffer: asyncio.Queue[Job | None] = asyncio.Queue()
         self._held: dict[JobId, Job] = {}
         self._lost: set[JobId] = set()
+        self._cancelling: set[JobId] = set()
+        """Held jobs asked to stop: recorded cancelled once their task returned."""
         self._running: dict[JobId, asyncio.Task[None]] = {}
         """The slot running each started job, while it runs."""
         self._done: list[Job] = []
@@ -79,6 +87,7 @@ class Worker:
         self._wake = asyncio.Event()
         self._schedules_wake = asyncio.Event()
         self._room = asyncio.Event()
+        self._heartbeat_now = asyncio.Event()
         self._stopping = asyncio.Event()
         self._closing = False
         # Spare threads: a sync task that outlives its timeout keeps its thread (Python cannot
@@ -296,10 +305,12 @@ class Worker:
             try:
                 got = await self.claim_once(asked)
             except connections.ConnectionLost as exc:
-                log.error("claim failed: %s", exc, extra=fields(action="claim_failed"))
+                log.error(
+                    "claim failed: %s", exc, exc_info=exc, extra=fields(action="claim_failed")
+                )
                 await sleep(self.settings.poll_seconds)
                 continue
-            if len(got) < asked:
+            if not got:  # a short batch may have left a job behind a key it took: claim again
                 await sleep(self.settings.poll_seconds, self._wake)
 
     def _firing(self) -> list[tuple[str, Coroutine[Any, Any, None]]]:
@@ -316,10 +327,11 @@ class Worker:
         return [("firing", loop)]
 
     async def _listener(self) -> None:
-        """LISTEN for new jobs and schedule changes; polling covers the time this is down."""
+        """LISTEN for new jobs, cancellations and schedule changes; polling and the heartbeat
+        cover the time this is down."""
         while True:
             try:
-                channels = ["tickwork_jobs"]
+                channels = ["tickwork_jobs", CANCEL_CHANNEL]
                 if self.settings.namespaces:
                     channels.append(firing.CHANNEL)
                 async for channel, payload in connections.notifications(
@@ -328,14 +340,21 @@ class Worker:
                     if channel == firing.CHANNEL:
                         if payload in self.settings.namespaces:
                             self._schedules_wake.set()
+                    elif channel == CANCEL_CHANNEL:
+                        if payload.isdigit() and JobId(int(payload)) in self._held:
+                            self._heartbeat_now.set()  # it learns which jobs were asked to stop
                     elif channel == "":  # listening now: look for anything missed meanwhile
                         self._wake.set()
                         self._schedules_wake.set()
+                        self._heartbeat_now.set()
                     elif payload in self.queues:
                         self._wake.set()
             except connections.ConnectionLost as exc:
                 log.warning(
-                    "notification listener lost: %s", exc, extra=fields(action="listener_lost")
+                    "notification listener lost: %s",
+                    exc,
+                    exc_info=exc,
+                    extra=fields(action="listener_lost"),
                 )
                 await sleep(self.settings.poll_seconds)
 
@@ -356,6 +375,7 @@ class Worker:
                 log.error(
                     "could not record the outcome: %s",
                     exc,
+                    exc_info=exc,
                     extra=fields(
                         action="outcome_failed", job_id=job.id, kind=job.kind, attempt=job.attempt
                     ),
@@ -365,6 +385,9 @@ class Worker:
     async def _run_job(self, job: Job) -> None:
         task = self.app.registry.get(job.kind)
         assert task is not None, "claimed only registered kinds"
+        if job.id in self._cancelling:  # asked to stop before it started
+            await self._record_cancelled(job)
+            return
         # The job runs inside this slot's own task (no task per job): to interrupt it, the
         # heartbeat or the shutdown cancels the slot while it is registered here, which is
         # only while it awaits inside execute().
@@ -394,6 +417,9 @@ class Worker:
             )
             self._forget(job)
             return
+        if job.id in self._cancelling:  # whatever the task's outcome: it was asked to stop
+            await self._record_cancelled(job)
+            return
         if isinstance(outcome, executor.Succeeded):
             if job.schedule is not None and outcome.result is not None:
                 self._carry(job, outcome.result)
@@ -418,7 +444,33 @@ class Worker:
     def _forget(self, job: Job) -> None:
         self._held.pop(job.id, None)
         self._lost.discard(job.id)
+        self._cancelling.discard(job.id)
         self._room.set()
+
+    async def _record_cancelled(self, job: Job) -> None:
+        async with self.pool.connection() as conn:
+            applied = await store.arun(conn, store.record_cancelled(job, self.clock.now()))
+        self._forget(job)
+        if not applied:
+            metrics.VERSION_MISMATCHES.labels("cancel").inc()
+            log.warning(
+                "version mismatch: job changed elsewhere, cancellation not recorded",
+                extra=fields(
+                    action="version_mismatch", job_id=job.id, kind=job.kind, attempt=job.attempt
+                ),
+            )
+            return
+        self.meters(job.queue, job.kind).cancelled.inc()
+        log.info(
+            "job cancelled",
+            extra=fields(
+                action="job_cancelled",
+                job_id=job.id,
+                kind=job.kind,
+                attempt=job.attempt,
+                worker=self.name,
+            ),
+        )
 
     async def _record_failure(self, job: Job, failure: executor.Failed) -> None:
         task = self.app.registry.get(job.kind)
@@ -432,10 +484,23 @@ class Worker:
                     meter.dead.inc()
                 return
             async with conn.transaction():
-                applied = await store.arun(
+                became = await store.arun(
                     conn, store.retry_job_later(job, decision.delay_seconds, error, now)
                 )
-        if applied:
+        if became is JobStatus.CANCELLED:  # asked to stop meanwhile: not retried
+            meter.cancelled.inc()
+            log.info(
+                "job failed after it was asked to stop; cancelled, not retried",
+                extra=fields(
+                    action="job_cancelled",
+                    job_id=job.id,
+                    kind=job.kind,
+                    attempt=job.attempt,
+                    worker=self.name,
+                    error=executor.summary(error),
+                ),
+            )
+        elif became is JobStatus.AVAILABLE:
             (meter.timed_out if failure.timed_out else meter.retried).inc()
             log.info(
                 "job failed; retrying later",
@@ -486,6 +551,7 @@ class Worker:
             log.error(
                 "could not record successes: %s",
                 exc,
+                exc_info=exc,
                 extra=fields(action="complete_failed", count=len(jobs)),
             )
         if applied is not None:
@@ -521,7 +587,8 @@ class Worker:
     # --- leases and maintenance --------------------------------------------------------
 
     async def heartbeat_once(self) -> None:
-        """Extend the leases of every job held; drop the ones that are no longer ours."""
+        """Extend the leases of every job held; stop the ones asked to stop; drop the ones
+        that are no longer ours."""
         held = list(self._held.values())
         now = self.clock.now()
         async with self.pool.connection() as conn:
@@ -529,38 +596,63 @@ class Worker:
                 conn, store.extend_leases(held, self.settings.lease_seconds, now)
             )
             await store.arun(conn, store.touch_worker(self.name, now))
-            lost = [job for job in held if job.id not in kept and job.id in self._held]
-            statuses = (
-                await store.arun(conn, store.job_statuses([job.id for job in lost])) if lost else {}
-            )
-        for job in lost:
-            status = statuses.get(job.id)
-            if status is JobStatus.CANCELLED:
-                self.meters(job.queue, job.kind).cancelled.inc()
-            log.info(
-                "job no longer ours (%s)",
-                "cancelled" if status is JobStatus.CANCELLED else "recovered elsewhere",
-                extra=fields(
-                    action="job_lost",
-                    job_id=job.id,
-                    kind=job.kind,
-                    attempt=job.attempt,
-                    worker=self.name,
-                ),
-            )
-            self._lost.add(job.id)
-            slot = self._running.get(job.id)
-            if slot is not None:
-                slot.cancel()
+        for job in held:
+            if job.id not in self._held:
+                continue  # finished meanwhile
+            if job.id not in kept:
+                self._lose(job)
+            elif kept[job.id] and job.id not in self._cancelling:
+                self._stop_job(job)
+
+    def _lose(self, job: Job) -> None:
+        log.info(
+            "job no longer ours (recovered elsewhere)",
+            extra=fields(
+                action="job_lost",
+                job_id=job.id,
+                kind=job.kind,
+                attempt=job.attempt,
+                worker=self.name,
+            ),
+        )
+        self._lost.add(job.id)
+        slot = self._running.get(job.id)
+        if slot is not None:
+            slot.cancel()
+
+    def _stop_job(self, job: Job) -> None:
+        """``job`` was asked to stop: cancel its async task (a sync one cannot be stopped and
+        runs on); the slot records it cancelled when the task has returned."""
+        log.info(
+            "job asked to stop",
+            extra=fields(
+                action="cancel_requested",
+                job_id=job.id,
+                kind=job.kind,
+                attempt=job.attempt,
+                worker=self.name,
+            ),
+        )
+        self._cancelling.add(job.id)
+        slot = self._running.get(job.id)
+        task = self.app.registry.get(job.kind)
+        if slot is not None and task is not None and task.is_async:
+            slot.cancel()
 
     async def _heartbeat(self) -> None:
         while True:
             self._beat("heartbeat", self.settings.heartbeat_seconds)
-            await sleep(self.settings.heartbeat_seconds)
+            await sleep(self.settings.heartbeat_seconds, self._heartbeat_now)
+            self._heartbeat_now.clear()
             try:
                 await self.heartbeat_once()
             except connections.ConnectionLost as exc:
-                log.error("heartbeat failed: %s", exc, extra=fields(action="heartbeat_failed"))
+                log.error(
+                    "heartbeat failed: %s",
+                    exc,
+                    exc_info=exc,
+                    extra=fields(action="heartbeat_failed"),
+                )
 
     async def maintain_once(self) -> None:
         """Run each maintenance duty that this worker manages to claim."""
@@ -569,7 +661,7 @@ class Worker:
             (
                 leases.NAME,
                 s.maintenance_seconds,
-                lambda c: leases.run_once(c, self.app.registry, self.clock.now(), self.meters),
+                lambda c: leases.run_once(c, self.clock.now(), self.meters),
             ),
             (
                 retention.NAME,
@@ -593,6 +685,9 @@ class Worker:
                     )
                 if mine:
                     await duty(conn)
+            # Not a duty: only a worker registering a kind may run its on_dead hook.
+            if self.kinds:
+                await deaths.run_pending_hooks(conn, self.app.registry)
 
     async def _sample_gauges(self, conn: connections.AsyncConnection) -> None:
         s = self.settings
@@ -607,5 +702,10 @@ class Worker:
             try:
                 await self.maintain_once()
             except connections.DatabaseError as exc:
-                log.error("maintenance failed: %s", exc, extra=fields(action="maintenance_failed"))
+                log.error(
+                    "maintenance failed: %s",
+                    exc,
+                    exc_info=exc,
+                    extra=fields(action="maintenance_failed"),
+                )
             await sleep(self.settings.maintenance_seconds)

@@ -47,3 +47,14 @@ FROM counts c;
 SELECT count(*), coalesce(%(now)s, now())
 FROM tickwork.workers
 WHERE last_seen_at >= coalesce(%(now)s, now()) - make_interval(secs => %(ttl_seconds)s);
+
+-- name: gauge_orphaned_jobs
+-- Jobs of kinds no live worker registers (seen within %(ttl_seconds)s): available, running,
+-- and dead with their on_dead hook pending, per kind and status.
+SELECT kind, status, count(*)
+FROM tickwork.jobs
+WHERE status IN ('available', 'running') OR on_dead_pending
+GROUP BY kind, status
+HAVING kind NOT IN (
+    SELECT unnest(kinds) FROM tickwork.workers
+    WHERE last_seen_at >= coalesce(%(now)s, now()) - make_interval(secs => %(ttl_seconds)s));

@@ -120,8 +120,10 @@ WHERE j.status IN ('available', 'running')
 GROUP BY j.schedule_namespace, j.schedule_name;
 
 -- name: schedule_cancel_open_jobs
--- Replace: cancel the open jobs of some schedules (a running one notices at its next
--- heartbeat). Jobs locked by someone else are left alone; the caller compares counts.
+-- Replace: cancel the open jobs of some schedules, as job_cancel does: an available one at
+-- once; a running one is asked to stop and keeps its concurrency key until its worker records
+-- the outcome (so a new job sharing the key cannot start alongside it). Jobs locked by
+-- someone else are left alone; the caller compares counts.
 WITH open AS (
     SELECT j.id
     FROM tickwork.jobs j
@@ -131,11 +133,13 @@ WITH open AS (
     FOR UPDATE OF j SKIP LOCKED
 )
 UPDATE tickwork.jobs j
-SET status = 'cancelled',
-    finished_at = coalesce(%(now)s, now()),
-    lease_expires_at = NULL,
+SET status = CASE WHEN j.status = 'available' THEN 'cancelled'
+                  ELSE j.status END::tickwork.job_status,
+    finished_at = CASE WHEN j.status = 'available' THEN coalesce(%(now)s, now()) END,
+    cancel_requested_at = CASE WHEN j.status = 'running'
+                               THEN coalesce(j.cancel_requested_at, %(now)s, now()) END,
     last_error = 'cancelled: replaced by a newer occurrence of its schedule',
-    version = j.version + 1
+    version = CASE WHEN j.status = 'available' THEN j.version + 1 ELSE j.version END
 FROM open
 WHERE j.id = open.id
 RETURNING j.schedule_namespace, j.schedule_name;
