@@ -307,7 +307,7 @@ async def test_cancelling_a_running_job_counts_a_cancelled_attempt(
         job_id = await app.enqueue_async("m.cancel", {})
         await wait_status(aconn, job_id, "running")
         app.cancel(job_id, actor="test", reason="metrics")
-        await worker.heartbeat_once()
+        await wait_status(aconn, job_id, "cancelled")  # its worker stopped it and recorded it
         after = await scrape(server.port)
     assert (
         after("tickwork_jobs_completed_total", **labels)

@@ -186,11 +186,13 @@ async def test_replace_cancels_the_open_job_and_fires(
     report = await fire(aconn, at(180))  # 120 and 180 due: the latest replaces the running job
     assert (report.fired, report.skipped) == (1, 1)
     old, new = jobs(conn, "s")
-    assert (old["status"], old["finished_at"]) == ("cancelled", at(180))
+    # The running job is asked to stop; it runs on until its worker records it cancelled.
+    assert (old["status"], old["cancel_requested_at"]) == ("running", at(180))
     assert "replaced" in old["last_error"]
     assert (new["occurrence_at"], new["status"]) == (at(180), "available")
-    # The worker running the old job notices at its next heartbeat.
-    assert store.run(conn, store.extend_leases([running], 30, at(185))) == set()
+    assert store.run(conn, store.extend_leases([running], 30, at(185))) == {running.id: True}
+    assert store.run(conn, store.record_cancelled(running, at(186)))
+    assert [j["status"] for j in jobs(conn, "s")] == ["cancelled", "available"]
     row = schedule(conn, "s")
     assert (row["last_job_id"], row["skipped_occurrences"]) == (new["id"], 1)
 

@@ -60,7 +60,7 @@ async def test_new_job_wakes_an_idle_worker_long_before_its_poll_interval(
                     await ascalar(
                         aconn,
                         "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-                        " AND query = 'LISTEN \"tickwork_jobs\"' AND state = 'idle'",
+                        " AND query LIKE 'LISTEN %%' AND state = 'idle'",
                     )
                 )
 
