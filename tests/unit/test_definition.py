@@ -13,6 +13,7 @@ import pytest
 import limit_helpers
 from tickwork.errors import InvalidInput, TickworkError
 from tickwork.model import Backoff
+from tickwork.schedules import definition as definition_module
 from tickwork.schedules import limits, occurrences
 from tickwork.schedules.definition import (
     MAX_INT,
@@ -152,7 +153,7 @@ def test_dns_names_are_accepted(name: str) -> None:
 def test_other_names_are_rejected(name: str) -> None:
     error = invalid(cron(name=name))
     assert error.field == "metadata.name"
-    assert str(error).startswith(f"schedule {name!r}: metadata.name: ")
+    assert str(error).startswith(f"schedule {definition_shown(name)}: metadata.name: ")
 
 
 # --- schedule or every -------------------------------------------------------------------
@@ -678,3 +679,10 @@ def test_required_fields(spec: dict[str, Any], field: str) -> None:
 @pytest.mark.parametrize("spec", [None, [], "schedule: x"])
 def test_the_spec_must_be_a_mapping(spec: Any) -> None:
     assert from_spec_error(spec).field == "spec"
+
+
+def test_a_reason_quoting_a_long_value_is_cut_short() -> None:
+    error = invalid(cron(schedule="a" * limits.MAX_SCHEDULE_LENGTH))
+    assert error.field == "spec.schedule"
+    assert len(error.reason) == definition_module.MAX_REASON_LENGTH
+    assert error.reason.endswith("...")

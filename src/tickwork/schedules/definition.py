@@ -32,6 +32,7 @@ from tickwork.schedules.limits import MAX_NAME_LENGTH as MAX_NAME_LENGTH
 
 SHOWN_LENGTH = 60
 """Values quoted in an error message are cut to about this many characters."""
+MAX_REASON_LENGTH = 300
 
 _T = TypeVar("_T")
 _V = TypeVar("_V", str | None, int | None, float | None)
@@ -65,10 +66,13 @@ class IntervalMode(enum.StrEnum):
 
 
 class DefinitionError(InvalidInput):
-    """A schedule definition is invalid; names the definition, the spec field and the reason."""
+    """A schedule definition is invalid; names the definition, the spec field and the reason
+    (cut to :data:`MAX_REASON_LENGTH` characters: it may quote a long value)."""
 
     def __init__(self, name: str, field: str, reason: str) -> None:
-        super().__init__(field, reason, where=f"schedule {name!r}")
+        if len(reason) > MAX_REASON_LENGTH:
+            reason = reason[: MAX_REASON_LENGTH - 3] + "..."
+        super().__init__(field, reason, where=f"schedule {shown(name)}")
         self.name = name
 
 
