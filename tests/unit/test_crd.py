@@ -4,6 +4,7 @@ and by the operator's translation alike, and kopf's peering CRDs."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
@@ -433,3 +434,52 @@ def test_kopf_peering_crds(path: str, kind: str, scope: str) -> None:
     assert document["spec"]["scope"] == scope
     kubernetes_validate = pytest.importorskip("kubernetes_validate")
     kubernetes_validate.validate(document, "1.33.0", strict=True)
+
+
+# --- hostile objects: the operator's translation and the webhook never raise --------------
+
+
+class Exploding(dict[str, Any]):
+    """A spec whose reading fails in a way no check foresaw."""
+
+    def get(self, key: str, default: Any = None) -> Any:
+        raise RuntimeError("boom")
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        (
+            {"every": "1m", "job": {"kind": "k", "payload": limit_helpers.nested(5000)}},
+            "spec.job.payload" + ".a" * 64 + ": nests deeper than 64 levels",
+        ),
+        ({"every": "1m", "job": {"kind": "k", "priority": 40000}}, "spec.job.priority: must be"),
+        ({"every": "1m", "job": {"kind": "k\x00"}}, "spec.job.kind: must not contain NUL"),
+        ({"every": "1m", "job": {"kind": "k", "payload": [2**64]}}, "spec.job.payload[0]: "),
+        ({"every": "1m", "scheduleNamespace": "n\x00", "job": {"kind": "k"}}, "spec.scheduleNa"),
+        (Exploding(), "spec: cannot be read: RuntimeError"),
+    ],
+    ids=["deep", "priority", "nul", "int64", "namespace-nul", "exploding"],
+)
+def test_the_operator_and_the_webhook_refuse_hostile_specs_naming_the_field(
+    spec: Any, message: str
+) -> None:
+    kopf = pytest.importorskip("kopf")
+    from tickwork.operator import webhook
+    from tickwork.operator.desired import entry_of
+
+    body = {**manifest(), "metadata": {"name": "a", "namespace": "ns"}, "spec": spec}
+    entry = entry_of(body)
+    assert entry.translation.error is not None
+    assert entry.translation.error.startswith(message)
+    assert entry.translation.namespace == "ns"  # excluded where the object lives
+    with pytest.raises(kopf.AdmissionError, match="^" + re.escape(message)):
+        webhook.check(body)
+
+
+def test_an_entry_of_a_body_with_strange_metadata_is_still_an_entry() -> None:
+    from tickwork.operator.desired import entry_of
+
+    entry = entry_of({"metadata": {"name": 5, "namespace": ["x"], "uid": {}}, "spec": None})
+    assert entry.key == ("", "") and entry.uid is None
+    assert entry.translation.error == "spec: is required and must be a mapping"
