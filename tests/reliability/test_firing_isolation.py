@@ -3,7 +3,8 @@ schedules in it (a stored priority the jobs table's smallint refuses, a stored s
 version cannot read, a kind a trigger on tickwork.jobs refuses) and a healthy namespace fire
 every occurrence of the healthy schedules of both on time; the bad ones carry their error on
 their row and in ``tickwork schedules -o json``, count their failures, back off, and fire
-again once a sync fixes them.
+again once a sync fixes them. The real operator (against kmock) shows a firing error as
+``Ready=False FiringFailed`` with a Warning Event, until a firing works.
 
 Real PostgreSQL, real worker processes firing on the database clock: the test waits, with
 deadlines, for instants of that clock instead of driving it.
@@ -28,8 +29,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 import tickwork
-from helpers import scalar, wait_until_sync
+from helpers import scalar, wait_until, wait_until_sync
+from operator_harness import Cluster, OperatorFactory, row
 from schedule_helpers import cron, every
+from tickwork.maintenance import firing
 from tickwork.schedules.definition import JobTemplate, ScheduleDefinition
 
 BAD, GOOD = "bad", "good"
@@ -279,3 +282,43 @@ def test_bad_schedules_are_set_aside_while_every_healthy_occurrence_fires_on_tim
         assert priorities == [(1,)]
     finally:
         app.close()
+
+
+async def test_the_operator_shows_a_firing_error_as_ready_false_until_a_firing_works(
+    cluster: Cluster, start_operator: OperatorFactory, database_url: str
+) -> None:
+    await start_operator()
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute(POISON_TRIGGER)
+    await cluster.create("poisoned", {"every": "1m", "job": {"kind": POISON}})
+    await cluster.create("fine", {"every": "1m", "job": {"kind": KIND}})
+    await cluster.wait_ready("poisoned", "Synced")
+    await cluster.wait_ready("fine", "Synced")
+
+    stored = row(database_url, "poisoned")
+    assert stored is not None
+    due = stored["next_run_at"]
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+        report = await firing.run_once(conn, ["ns"], due)
+    assert (report.fired, report.failed) == (1, 1)
+
+    await cluster.wait_ready("poisoned", "FiringFailed")
+    condition = cluster.ready("poisoned") or {}
+    assert condition["status"] == "False"
+    assert condition["message"] == (
+        "firing failed, retried with backoff: PostgreSQL refused inserting the job of "
+        f"occurrence {due.isoformat()}: poison jobs are not welcome (sqlstate P0001, in "
+        "PL/pgSQL function refuse_poison() line 4 at RAISE)"
+    )
+    assert (cluster.ready("fine") or {})["reason"] == "Synced"
+    await wait_until(
+        lambda: any(e.get("reason") == "FiringFailed" for e in cluster.events("poisoned")),
+        what="a Warning Event FiringFailed",
+    )
+
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute("DROP TRIGGER refuse_poison ON tickwork.jobs")
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+        report = await firing.run_once(conn, ["ns"], due + timedelta(seconds=1))
+    assert (report.fired, report.failed) == (1, 0)
+    await cluster.wait_ready("poisoned", "Synced")
