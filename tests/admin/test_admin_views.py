@@ -133,8 +133,8 @@ async def test_a_schedule_set_aside_by_a_firing_error_shows_it_in_listing_and_de
         report = await firing.run_once(aconn, [BILLING], helpers.at(60))
     assert (report.fired, report.failed) == (0, 1)
     error = (
-        "the stored spec cannot be read by this version: spec.every: must be a string, "
-        "not a number (5)"
+        "spec.every: must be a string, not a number (5) (the stored spec cannot be read by "
+        "this version)"
     )
     data = await get_json(client, f"/api/schedules?namespace={BILLING}")
     assert data["namespaces"][0]["failing"] == 1

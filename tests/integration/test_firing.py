@@ -432,16 +432,16 @@ async def test_each_kind_of_bad_schedule_is_set_aside_and_the_rest_of_its_batch_
         assert jobs(conn, name) == []
         assert _failures_counted(name) == counted[name] + 1
     assert _failing(conn, "unreadable")[0] == (
-        "the stored spec cannot be read by this version: spec.every: must be a string, "
-        "not a number (5)"
+        "spec.every: must be a string, not a number (5) (the stored spec cannot be read by "
+        "this version)"
     )
     loud = _failing(conn, "loud")[0] or ""
     # Refused by PostgreSQL, or (once sync and this version check the limit) by validation.
     assert "smallint out of range (sqlstate 22003)" in loud or "spec.job.priority" in loud
     assert _failing(conn, "poisoned")[0] == (
-        "PostgreSQL refused inserting the job of occurrence 2030-01-01T00:01:00+00:00: "
-        "poison jobs are not welcome (sqlstate P0001, in PL/pgSQL function "
-        "refuse_poison() line 4 at RAISE)"
+        "refused by PostgreSQL: poison jobs are not welcome (sqlstate P0001, in PL/pgSQL "
+        "function refuse_poison() line 4 at RAISE), inserting the job of occurrence "
+        "2030-01-01T00:01:00+00:00"
     )
     logged = {
         (r.namespace, r.schedule): r.error  # type: ignore[attr-defined]

@@ -134,7 +134,7 @@ def test_ready_follows_the_stored_row_disabled_or_set_aside_by_a_firing_error() 
     disabled = _ready_with(_stored_row(enabled=False, next_run_at=None))
     assert (disabled.status, disabled.reason) == ("False", "Disabled")
     assert "disabled in PostgreSQL" in disabled.message and "pruned" in disabled.message
-    error = "PostgreSQL refused inserting the job of occurrence 2026-01-01T00:00:00+00:00: no"
+    error = "refused by PostgreSQL: no (sqlstate P0001), inserting the job of occurrence x"
     failing = _stored_row(
         firing_error=error,
         firing_failures=3,

@@ -170,16 +170,21 @@ def _failures_exported(ports: dict[str, int], name: str) -> float:
     return total
 
 
-def _schedules_json(database_url: str) -> dict[tuple[str, str], dict[str, Any]]:
+def _tickwork(database_url: str, *args: str) -> str:
     result = subprocess.run(
-        [TICKWORK, "schedules", "-o", "json"],
+        [TICKWORK, *args],
         env={"PATH": "/usr/bin:/bin", "TICKWORK_DATABASE_URL": database_url},
         capture_output=True,
         text=True,
         timeout=60,
     )
     assert result.returncode == 0, result.stderr
-    return {(s["namespace"], s["name"]): s for s in json.loads(result.stdout)}
+    return result.stdout
+
+
+def _schedules_json(database_url: str) -> dict[tuple[str, str], dict[str, Any]]:
+    listed = json.loads(_tickwork(database_url, "schedules", "-o", "json"))
+    return {(s["namespace"], s["name"]): s for s in listed}
 
 
 def _ticks(start: datetime, end: datetime, step: int) -> list[datetime]:
@@ -239,11 +244,19 @@ def test_bad_schedules_are_set_aside_while_every_healthy_occurrence_fires_on_tim
         errors = {name: listed[BAD, name]["firing_error"] or "" for name in BROKEN}
         assert "smallint out of range" in errors["loud"] or "spec.job.priority" in errors["loud"]
         assert errors["unreadable"] == (
-            "the stored spec cannot be read by this version: spec.every: must be a string, "
-            "not a number (5)"
+            "spec.every: must be a string, not a number (5) (the stored spec cannot be read by "
+            "this version)"
         )
-        assert errors["poisoned"].startswith("PostgreSQL refused inserting the job of occurrence")
-        assert "poison jobs are not welcome (sqlstate P0001" in errors["poisoned"]
+        assert errors["poisoned"].startswith(
+            "refused by PostgreSQL: poison jobs are not welcome (sqlstate P0001"
+        )
+        assert ", inserting the job of occurrence " in errors["poisoned"]
+        text = _tickwork(database_url, "schedules", "--namespace", BAD).splitlines()
+        assert "FIRING ERROR" in text[0]
+        states = {line.split()[1]: line.split()[3] for line in text[1:]}
+        assert states == {**dict.fromkeys(BROKEN, "failing"), "tick": "active", "even": "active"}
+        assert any("spec.every: must be a string" in line for line in text)
+        assert any("refused by PostgreSQL: poison jobs" in line for line in text)
         for name in BROKEN:
             assert _fired(conn, BAD, name) == {}
             error, failures, retry_at = _row(conn, name)
@@ -306,9 +319,9 @@ async def test_the_operator_shows_a_firing_error_as_ready_false_until_a_firing_w
     condition = cluster.ready("poisoned") or {}
     assert condition["status"] == "False"
     assert condition["message"] == (
-        "firing failed, retried with backoff: PostgreSQL refused inserting the job of "
-        f"occurrence {due.isoformat()}: poison jobs are not welcome (sqlstate P0001, in "
-        "PL/pgSQL function refuse_poison() line 4 at RAISE)"
+        "firing failed, retried with backoff: refused by PostgreSQL: poison jobs are not "
+        "welcome (sqlstate P0001, in PL/pgSQL function refuse_poison() line 4 at RAISE), "
+        f"inserting the job of occurrence {due.isoformat()}"
     )
     assert (cluster.ready("fine") or {})["reason"] == "Synced"
     await wait_until(

@@ -314,16 +314,8 @@ def _schedule_row(row: ScheduleRow) -> tuple[Any, ...]:
         last_job,
         row.skipped_occurrences,
         row.owner,
-        _firing_error(row),
+        row.firing_error,
     )
-
-
-def _firing_error(row: ScheduleRow) -> str | None:
-    """``3 failures, retry 2030-01-01T00:00:07+00:00: <error>`` for a set-aside schedule."""
-    if row.firing_error is None:
-        return None
-    retry = output.iso(row.firing_retry_at)
-    return f"{row.firing_failures} failures, retry {retry}: {row.firing_error}"
 
 
 # --- preview -------------------------------------------------------------------------------

@@ -267,14 +267,18 @@ def _plan(due: db.DueSchedule, compiled: Compiled, chunk: int, next_after: _Next
     )
 
 
+UNREADABLE = "the stored spec cannot be read by this version"
+
+
 def _parse(namespace: str, name: str, spec: dict[str, Any]) -> Compiled | str:
-    """The compiled definition, or why this version cannot read the stored spec."""
+    """The compiled definition, or why this version cannot read the stored spec (the field
+    first: listings cut long errors)."""
     try:
         return Compiled.parse(namespace, name, spec)
     except DefinitionError as exc:
-        return f"the stored spec cannot be read by this version: {exc.field}: {exc.reason}"
+        return f"{exc.field}: {exc.reason} ({UNREADABLE})"
     except Exception as exc:
-        return f"the stored spec cannot be read by this version: {_describe(exc)}"
+        return f"spec: {_describe(exc)} ({UNREADABLE})"
 
 
 def _describe(exc: BaseException) -> str:
@@ -547,10 +551,10 @@ def _tied_to_rows(exc: Exception) -> bool:
 
 
 def _failure(plan: _Plan, exc: Exception) -> str:
-    """The stored error of a schedule whose writes failed: what the pass was doing, and why."""
+    """The stored error of a schedule whose writes failed: why, then what the pass was doing."""
     step = _inserting(plan) if plan.step == INSERTING else plan.step
     if isinstance(exc, connections.DatabaseError):
-        return f"PostgreSQL refused {step}: {db.refusal(exc)}"
+        return f"refused by PostgreSQL: {db.refusal(exc)}, {step}"
     return f"{step} failed: {_describe(exc)}"
 
 
