@@ -7,7 +7,7 @@ ALTER TABLE tickwork.schedules
     ADD COLUMN firing_error text,
     -- Consecutive failed firings (0 when the last firing worked).
     ADD COLUMN firing_failures integer NOT NULL DEFAULT 0 CHECK (firing_failures >= 0),
-    -- A failed schedule is not claimed before this instant (backoff: 1 s doubling to 5 min).
+    -- A failed schedule is not claimed before this instant (the backoff: maintenance/firing.py).
     ADD COLUMN firing_retry_at timestamptz;
 
 -- The firing loop's alarm: the earliest retry of the set-aside schedules of a namespace.
