@@ -586,3 +586,20 @@ def test_any_culprits_in_any_batch_are_found_and_only_they_are_set_aside(
     assert failing == {names[i] for i in culprits}
     fired = {r[0] for r in conn.execute("SELECT schedule_name FROM tickwork.jobs")}
     assert fired == set(names) - failing
+
+
+async def test_a_constraint_the_job_breaks_is_named_in_the_error(
+    app: tickwork.App, aconn: psycopg.AsyncConnection[Any], conn: psycopg.Connection[Any]
+) -> None:
+    conn.execute(
+        "ALTER TABLE tickwork.jobs ADD CONSTRAINT jobs_modest_priority CHECK (priority < 50)"
+    )
+    app.sync_schedules(NS, [every("eager", 60, job=JobTemplate(kind=KIND, priority=90))])
+    app.sync_schedules("other", [every("calm", 60)])
+    report = await fire(aconn, at(60), (NS, "other"))
+    assert (report.fired, report.failed) == (1, 1)
+    assert _failing(conn, "eager")[0] == (
+        'refused by PostgreSQL: new row for relation "jobs" violates check constraint '
+        '"jobs_modest_priority" (sqlstate 23514, table jobs, constraint jobs_modest_priority), '
+        "inserting the job of occurrence 2030-01-01T00:01:00+00:00"
+    )
