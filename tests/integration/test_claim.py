@@ -1,4 +1,5 @@
-"""Claiming: one statement, ordered, filtered, SKIP LOCKED, one running job per concurrency key."""
+"""Claiming: one statement, ordered, filtered, SKIP LOCKED, one running job per concurrency key;
+jobs of a busy key are passed over inside the statement, never holding back those behind."""
 
 from __future__ import annotations
 
@@ -229,6 +230,34 @@ def test_concurrency_key_allows_one_running_job_per_key(
         )
         == 1
     )
+
+
+def test_jobs_behind_a_busy_key_are_claimed_by_the_same_statement(
+    app: tickwork.App, conn: psycopg.Connection
+) -> None:
+    app.enqueue(KIND, {}, concurrency_key="k")
+    (holder,) = claim(conn, kinds=[KIND])
+    blocked = app.enqueue_many(KIND, [{}] * 10, concurrency_key="k")  # queued first
+    other_key = app.enqueue(KIND, {}, concurrency_key="free")
+    behind = app.enqueue_many(KIND, [{}] * 3)
+
+    # A batch smaller than the busy key's queue: still filled from behind it.
+    assert _ids(claim(conn, kinds=[KIND], limit=4)) == [other_key, *behind]
+    assert {job_row(conn, i)["status"] for i in blocked} == {"available"}
+    assert job_row(conn, holder.id)["status"] == "running"
+
+
+def test_a_running_job_asked_to_stop_keeps_its_key_until_it_is_recorded_cancelled(
+    app: tickwork.App, conn: psycopg.Connection
+) -> None:
+    app.enqueue(KIND, {}, concurrency_key="k")
+    waiting = app.enqueue(KIND, {}, concurrency_key="k")
+    (running,) = claim(conn, kinds=[KIND])
+    app.cancel(running.id)
+    assert job_row(conn, running.id)["status"] == "running"
+    assert claim(conn, kinds=[KIND]) == [], "the key is still held"
+    assert store.run(conn, store.record_cancelled(running, at(1)))
+    assert _ids(claim(conn, kinds=[KIND])) == [waiting]
 
 
 def test_concurrency_key_holds_across_two_claimers(

@@ -1,5 +1,6 @@
 """What a worker writes back after running a job: success, retry with backoff, dead with the
-on_dead hook in the same transaction, errors and timeouts. Time is pinned: run_at values
+on_dead hook in the same transaction, errors and timeouts, and what a failure of a job asked to
+stop becomes (cancelled, never retried). Time is pinned: run_at values
 are checked exactly."""
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 import psycopg
 import pytest
 
+import helpers
 import tickwork
 from helpers import (
     T0,
@@ -25,7 +27,8 @@ from helpers import (
     wait_until,
 )
 from tickwork.clock import SettableClock
-from tickwork.model import Backoff
+from tickwork.db import store
+from tickwork.model import Backoff, JobStatus
 from tickwork.worker.runner import Worker
 
 
@@ -382,3 +385,57 @@ async def test_task_raising_its_own_timeout_error_is_an_ordinary_failure(
     assert "TimeoutError: upstream API did not answer" in row["last_error"]
     assert "timed out after" not in row["last_error"]
     assert row["run_at"] == at(30)
+
+
+# --- failures of jobs asked to stop --------------------------------------------------------
+
+
+async def test_a_job_asked_to_stop_that_then_fails_is_cancelled_not_retried(
+    app: tickwork.App, database_url: str, clock: SettableClock, aconn: psycopg.AsyncConnection
+) -> None:
+    running_now, release = threading.Event(), threading.Event()
+
+    @app.task("t.fails_late", max_attempts=5)
+    def fails_late(job: tickwork.Job) -> None:
+        running_now.set()
+        release.wait(10)
+        raise RuntimeError("failed while being cancelled")
+
+    job_id = await app.enqueue_async("t.fails_late", {})
+    worker = _worker(app, database_url, clock)
+    try:
+        async with running(worker):
+            await wait_until(running_now.is_set, what="the task to start")
+            await asyncio.to_thread(app.cancel, job_id)
+            await worker.heartbeat_once()
+            release.set()
+            row = await wait_status(aconn, job_id, "cancelled")
+    finally:
+        release.set()
+    assert (row["attempt"], row["finished_at"]) == (1, T0)
+
+
+async def test_a_failure_written_before_the_worker_heard_of_the_request_cancels_the_job(
+    app: tickwork.App, database_url: str, conn: psycopg.Connection
+) -> None:
+    """The request and the failure race: whichever order they commit in, the job never runs
+    again; the failure's error is kept."""
+    job_id = await app.enqueue_async("t.unknown", {})
+    (job,) = helpers.claim(conn, kinds=["t.unknown"])
+    await asyncio.to_thread(app.cancel, job_id)
+    became = store.run(conn, store.retry_job_later(job, 30, "RuntimeError: late", at(5)))
+    assert became is JobStatus.CANCELLED
+    row = helpers.job_row(conn, job_id)
+    assert (row["status"], row["finished_at"], row["run_at"]) == ("cancelled", at(5), T0)
+    assert row["last_error"] == "RuntimeError: late"
+
+
+async def test_a_claimed_job_asked_to_stop_is_cancelled_when_handed_back(
+    app: tickwork.App, conn: psycopg.Connection
+) -> None:
+    asked, plain = await app.enqueue_many_async("t.unknown", [{}, {}])
+    jobs = helpers.claim(conn, kinds=["t.unknown"])
+    await asyncio.to_thread(app.cancel, asked)
+    assert store.run(conn, store.hand_back_jobs(jobs, at(2))) == {asked, plain}
+    assert helpers.job_row(conn, asked)["status"] == "cancelled"
+    assert helpers.job_row(conn, plain)["status"] == "available"
