@@ -145,7 +145,7 @@ async def test_hostile_objects_are_invalid_or_synced_and_can_be_deleted(
         stored = row(database_url, name, BAD)
         if condition["reason"] == "InvalidSpec":
             message = condition["message"]
-            assert any(message.startswith(f"{path}") for path, _ in changes), (message, changes)
+            assert any(path in message for path, _ in changes), (message, changes)
             assert len(message) < 500
             assert stored is None
         else:
