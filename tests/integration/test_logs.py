@@ -1,11 +1,14 @@
 """Structured logs as a log pipeline reads them: one JSON object per line with the stable keys
-(action, job_id, kind, schedule, worker, attempt) where they apply, and never a payload."""
+(action, job_id, kind, schedule, worker, attempt) where they apply, never a payload, and for an
+exception its type, message and traceback (in text too)."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import logging
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -120,3 +123,59 @@ def test_text_format_puts_the_keys_after_the_message() -> None:
     record.__dict__.update(action="job_retry", job_id=7, kind="k", attempt=2)
     line = KeyValueFormatter(as_json=False).format(record)
     assert line.endswith(" INFO    job failed action=job_retry job_id=7 kind=k attempt=2")
+
+
+# --- exceptions ----------------------------------------------------------------------------
+
+
+def _raised() -> logging.LogRecord:
+    try:
+        raise ValueError("the cause")
+    except ValueError:
+        exc_info = sys.exc_info()
+    record = logging.LogRecord("tickwork", logging.ERROR, __file__, 1, "it broke", (), exc_info)
+    record.__dict__.update(action="worker_crashed")
+    return record
+
+
+def test_text_format_puts_the_traceback_after_the_line() -> None:
+    text = KeyValueFormatter(as_json=False).format(_raised())
+    first, *trace = text.splitlines()
+    assert first.endswith(" ERROR   it broke action=worker_crashed")
+    assert trace[0] == "Traceback (most recent call last):"
+    assert any("in _raised" in line for line in trace)
+    assert trace[-1] == "ValueError: the cause"
+
+
+def test_json_format_carries_the_exception_type_message_and_traceback() -> None:
+    (line,) = KeyValueFormatter(as_json=True).format(_raised()).splitlines()
+    record = json.loads(line)
+    assert (record["message"], record["action"]) == ("it broke", "worker_crashed")
+    exception = record["exception"]
+    assert (exception["type"], exception["message"]) == ("ValueError", "the cause")
+    assert exception["traceback"].startswith("Traceback (most recent call last):")
+    assert "in _raised" in exception["traceback"]
+    assert exception["traceback"].endswith("ValueError: the cause")
+
+
+class LoopBug(Exception):
+    pass
+
+
+async def test_a_crashed_worker_loop_logs_its_cause(
+    database_url: str, captured: io.StringIO
+) -> None:
+    async def broken(worker: Worker) -> None:
+        raise LoopBug("a bug in the loop")
+
+    app = tickwork.App(database_url, clock=SettableClock(at(0)))
+    try:
+        worker = Worker(app, settings(database_url), clock=app.clock, extra_loops=(broken,))
+        await asyncio.wait_for(worker.run(), 10)  # stops by itself
+    finally:
+        await app.close_async()
+    crashed = one(captured, "worker_crashed")
+    assert crashed["message"] == "worker loop broken failed; shutting down"
+    assert crashed["exception"]["type"] == f"{__name__}.LoopBug"
+    assert crashed["exception"]["message"] == "a bug in the loop"
+    assert "in broken" in crashed["exception"]["traceback"]

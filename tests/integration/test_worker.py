@@ -41,6 +41,16 @@ async def _count(aconn: psycopg.AsyncConnection, where: str = "true") -> int:
 # --- LISTEN/NOTIFY -------------------------------------------------------------------------
 
 
+async def _listening(aconn: psycopg.AsyncConnection) -> bool:
+    return bool(
+        await ascalar(
+            aconn,
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+            " AND query LIKE 'LISTEN %%' AND state = 'idle'",
+        )
+    )
+
+
 async def test_new_job_wakes_an_idle_worker_long_before_its_poll_interval(
     database_url: str, aconn: psycopg.AsyncConnection
 ) -> None:
@@ -54,22 +64,39 @@ async def test_new_job_wakes_an_idle_worker_long_before_its_poll_interval(
     worker = Worker(app, settings(database_url, poll_seconds=poll_seconds, lease_seconds=60))
     try:
         async with running(worker):
-
-            async def listening() -> bool:
-                return bool(
-                    await ascalar(
-                        aconn,
-                        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-                        " AND query LIKE 'LISTEN %%' AND state = 'idle'",
-                    )
-                )
-
-            await wait_until(listening, what="the worker to LISTEN")
+            await wait_until(lambda: _listening(aconn), what="the worker to LISTEN")
             enqueued = time.monotonic()
             job_id = await app.enqueue_async("t.ping", {})
             # Deadline well under the poll interval: only the notification can explain it.
             await wait_status(aconn, job_id, "succeeded", timeout=poll_seconds / 3)
             assert time.monotonic() - enqueued < poll_seconds
+    finally:
+        await app.close_async()
+
+
+async def test_a_batch_cut_short_by_one_key_is_followed_by_another_claim_at_once(
+    database_url: str, aconn: psycopg.AsyncConnection
+) -> None:
+    """A claim takes one job per key: a batch full of one key's jobs claims one of them, and
+    the claimer claims again right away (not after its poll interval) for the jobs behind."""
+    poll_seconds = 30.0
+    app = tickwork.App(database_url)
+
+    @app.task("t.ping")
+    async def ping(job: tickwork.Job) -> None:
+        return None
+
+    worker = Worker(
+        app, settings(database_url, poll_seconds=poll_seconds, lease_seconds=60, claim_batch=5)
+    )
+    try:
+        async with running(worker):
+            await wait_until(lambda: _listening(aconn), what="the worker to LISTEN")
+            with app.connection() as conn:  # one transaction: a single notification
+                app.enqueue_many("t.ping", [{}] * 10, concurrency_key="k", conn=conn)
+                behind = app.enqueue_many("t.ping", [{}] * 3, conn=conn)
+            for job_id in behind:
+                await wait_status(aconn, job_id, "succeeded", timeout=poll_seconds / 3)
     finally:
         await app.close_async()
 

@@ -346,7 +346,6 @@ class Worker:
                     elif channel == "":  # listening now: look for anything missed meanwhile
                         self._wake.set()
                         self._schedules_wake.set()
-                        self._heartbeat_now.set()
                     elif payload in self.queues:
                         self._wake.set()
             except connections.ConnectionLost as exc:
