@@ -13,8 +13,8 @@ only the requests in flight (nothing here asserts on the request log).
 
 kmock cannot parse ``/api/v1/namespaces`` at all (a 500), which kopf lists and watches when it
 watches chosen namespaces (``--namespace``). Here a namespace exists while an object lives in
-it: the list names those, and a watch reports each namespace that appears (ADDED) or goes
-(DELETED) within a tenth of a second.
+it: the list names those, and a watch reports every one (ADDED) at once, then each namespace
+that appears (ADDED) or goes (DELETED) within a tenth of a second.
 """
 
 from __future__ import annotations
@@ -81,9 +81,8 @@ class Emulator(kmock.KubernetesEmulator, _Dispatch):
         await response.prepare(raw_request)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + float(raw_request.query.get("timeoutSeconds", "300"))
-        known = self.namespace_names()
+        known: set[str] = set()  # as a watch without resourceVersion: ADDED for every one
         while loop.time() < deadline:
-            await asyncio.sleep(NAMESPACE_POLL_SECONDS)
             now = self.namespace_names()
             events = [("ADDED", name) for name in sorted(now - known)]
             events += [("DELETED", name) for name in sorted(known - now)]
@@ -91,6 +90,7 @@ class Emulator(kmock.KubernetesEmulator, _Dispatch):
                 line = json.dumps({"type": kind, "object": _namespace(name)}) + "\n"
                 await response.write(line.encode())
             known = now
+            await asyncio.sleep(NAMESPACE_POLL_SECONDS)
         return response
 
     async def _handle(self, request: kmock.Request) -> aiohttp.web.StreamResponse:

@@ -114,6 +114,7 @@ class OperatorThread:
         except BaseException as error:
             self._errors.append(error)
         finally:
+            self._stop.set()  # releases kopf's thread waiting on it when the run ended by itself
             loop.close()
 
     async def start(self) -> None:
@@ -130,6 +131,10 @@ class OperatorThread:
         await asyncio.to_thread(self._thread.join, DEADLINE)
         assert not self._thread.is_alive(), "the operator did not stop"
         self.check()
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
 
     def check(self) -> None:
         if self._errors:
@@ -190,7 +195,7 @@ async def start_operator(cluster: Cluster, database_url: str) -> AsyncIterator[O
 
     yield start
     for thread in started:
-        if thread._thread.is_alive():
+        if thread.alive:
             await thread.stop()
 
 

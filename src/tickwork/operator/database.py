@@ -96,9 +96,7 @@ class Database:
     async def owned_namespaces(self, owner: str) -> list[str]:
         """The namespaces ``owner`` owns that this operator's scope synced (all of them when
         it watches every namespace): those its first sync after a start prunes."""
-        return await asyncio.to_thread(
-            self._run, operators.namespaces_in_scope(owner, self.scope)
-        )
+        return await asyncio.to_thread(self._run, operators.namespaces_in_scope(owner, self.scope))
 
     async def join(
         self, registration: operators.Registration, ttl_seconds: float
