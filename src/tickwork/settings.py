@@ -50,7 +50,7 @@ class WorkerSettings:
         default=30.0, metadata=_doc("how long a claimed job stays ours without a heartbeat")
     )
     heartbeat_seconds: float = field(
-        default=10.0, metadata=_doc("how often leases are extended and cancellations noticed")
+        default=10.0, metadata=_doc("how often leases are extended (missed cancellations seen)")
     )
     poll_seconds: float = field(
         default=2.0, metadata=_doc("fallback poll interval when no notification arrives")
