@@ -62,7 +62,7 @@ def register(subcommands: common.Subcommands) -> None:
         "--registry-ttl",
         type=float,
         metavar="SECONDS",
-        help=_env("REGISTRY_TTL", "a registry entry without a heartbeat expires after", 30.0),
+        help=_env("REGISTRY_TTL", "seconds a registry entry lives without a heartbeat", 30.0),
     )
     add(
         "--start-wait",
