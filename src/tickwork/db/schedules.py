@@ -470,11 +470,6 @@ def list_schedules(namespace: str | None, name: str | None = None) -> Op[list[Sc
 # --- the operator ---------------------------------------------------------------------------
 
 
-def owned_namespaces(owner: str) -> Op[list[str]]:
-    """The schedule namespaces whose recorded owner is ``owner``."""
-    return Op("schedule_namespaces_owned", {"owner": owner}, _names)
-
-
 @dataclass(frozen=True)
 class OpenJob:
     """A pending or running job of a schedule (the operator's ``status.active``)."""

@@ -315,13 +315,6 @@ WHERE (%(namespace)s::text IS NULL OR s.namespace = %(namespace)s)
   AND (%(name)s::text IS NULL OR s.name = %(name)s)
 ORDER BY s.namespace, s.name;
 
--- name: schedule_namespaces_owned
--- The operator at start: the namespaces it owns (those whose Schedules were all deleted
--- while it was down are pruned once its view of the cluster is complete).
-SELECT namespace FROM tickwork.schedule_namespaces
-WHERE owner = %(owner)s
-ORDER BY namespace;
-
 -- name: schedule_open_job_list
 -- The operator's status: pending and running jobs of the schedules of some namespaces.
 SELECT j.schedule_namespace, j.schedule_name, j.id, j.status, j.occurrence_at
