@@ -30,6 +30,7 @@ import aiohttp.web
 import kmock
 
 SCHEDULES = "tickwork.io/v1/schedules"
+TENANT_POLICIES = "tickwork.io/v1/tenantpolicies"
 NAMESPACES_PATH = "/api/v1/namespaces"
 NAMESPACE_POLL_SECONDS = 0.1
 
@@ -187,7 +188,8 @@ def _now() -> str:
 
 
 def prepare(server: kmock.KubernetesEmulator) -> None:
-    """Discovery: the built-in resources and the Schedule resource with its status."""
+    """Discovery: the built-in resources, the Schedule resource with its status, and the
+    cluster-scoped TenantPolicy resource."""
     server.resources.load_bundled()
     server.resources[SCHEDULES] = kmock.ResourceInfo(
         kind="Schedule",
@@ -195,6 +197,12 @@ def prepare(server: kmock.KubernetesEmulator) -> None:
         namespaced=True,
         verbs={"get", "list", "watch", "create", "update", "patch", "delete"},
         subresources={"status"},
+    )
+    server.resources[TENANT_POLICIES] = kmock.ResourceInfo(
+        kind="TenantPolicy",
+        singular="tenantpolicy",
+        namespaced=False,
+        verbs={"get", "list", "watch", "create", "update", "patch", "delete"},
     )
 
 

@@ -5,9 +5,16 @@ An :class:`Entry` is computed from each object's body as kopf sees it; entries l
 only when their object is gone. :func:`group` turns all entries into one :class:`Desired` per
 schedule namespace: the valid definitions to sync, and the names to spare from pruning
 (objects whose current spec is invalid keep their last valid definition). Objects being
-deleted are in neither, so the next sync disables them. Two objects naming the same schedule
-(through ``spec.scheduleNamespace``) conflict: the one in the first Kubernetes namespace (by
-name) wins, the other is reported.
+deleted are in neither, so the next sync disables them.
+
+Tenant policy (:mod:`tickwork.schedules.tenancy`) is applied here, to every object on every
+round, so a policy change re-evaluates all the Schedules it covers: an object refused by it
+(``NamespaceNotAllowed``, ``PolicyViolation``) is in neither either, and touches nothing in
+its target (it spares no name there), so a definition it had synced is disabled. Two objects
+naming the same schedule conflict (``NameConflict``): the object of the schedule namespace's
+own Kubernetes namespace wins, otherwise the oldest one (``creationTimestamp``, then ``uid``,
+both set by the API server): a newcomer never replaces the definition in place, whatever its
+name or namespace.
 """
 
 from __future__ import annotations
@@ -18,10 +25,15 @@ from functools import cached_property
 from typing import Any
 
 from tickwork.operator.translate import Translation, translate
+from tickwork.schedules import tenancy
 from tickwork.schedules.definition import ScheduleDefinition
+from tickwork.schedules.tenancy import Refusal, TenantPolicy
 
 ObjectKey = tuple[str, str]
 """(Kubernetes namespace, name) of a Schedule object."""
+ScheduleKey = tuple[str, str]
+"""(schedule namespace, name) of a definition."""
+NAME_CONFLICT = "NameConflict"
 
 
 @dataclass(frozen=True)
@@ -33,6 +45,8 @@ class Entry:
     generation: int | None
     translation: Translation
     deleting: bool
+    created: str | None = None
+    """``metadata.creationTimestamp`` (RFC 3339, as the API server writes it)."""
 
 
 def entry_of(body: Mapping[str, Any]) -> Entry:
@@ -47,7 +61,16 @@ def entry_of(body: Mapping[str, Any]) -> Entry:
         generation=generation if isinstance(generation, int) else None,
         translation=translate(body),
         deleting=metadata.get("deletionTimestamp") is not None,
+        created=metadata.get("creationTimestamp")
+        if isinstance(metadata.get("creationTimestamp"), str)
+        else None,
     )
+
+
+def refusal(entry: Entry, policies: Iterable[TenantPolicy]) -> Refusal | None:
+    """Why tenant policy refuses the object (its target even when its spec is invalid)."""
+    translation = entry.translation
+    return tenancy.check(entry.key[0], translation.namespace, translation.definition, policies)
 
 
 def _text(value: Any) -> str:
@@ -78,22 +101,34 @@ class Desired:
 @dataclass(frozen=True)
 class DesiredState:
     namespaces: dict[str, Desired] = field(default_factory=dict)
-    conflicts: dict[ObjectKey, str] = field(default_factory=dict)
-    """Objects left out because another object names the same schedule; why."""
+    refused: dict[ObjectKey, Refusal] = field(default_factory=dict)
+    """Objects left out: refused by tenant policy, or another object names the same schedule."""
+    sources: dict[ScheduleKey, ObjectKey] = field(default_factory=dict)
+    """The object each listed or spared schedule comes from."""
 
 
-def group(entries: Iterable[Entry]) -> DesiredState:
-    winners: dict[tuple[str, str], Entry] = {}
-    conflicts: dict[ObjectKey, str] = {}
-    for entry in sorted(entries, key=lambda e: e.key):
+def group(entries: Iterable[Entry], policies: Iterable[TenantPolicy] = ()) -> DesiredState:
+    policies = tuple(policies)
+    refused: dict[ObjectKey, Refusal] = {}
+    candidates: list[Entry] = []
+    for entry in entries:
         if entry.deleting:
             continue
+        refused_by = refusal(entry, policies)
+        if refused_by is None:
+            candidates.append(entry)
+        else:
+            refused[entry.key] = refused_by
+    winners: dict[ScheduleKey, Entry] = {}
+    for entry in sorted(candidates, key=_precedence):
         schedule = (entry.translation.namespace, entry.translation.name)
         first = winners.setdefault(schedule, entry)
         if first is not entry:
-            conflicts[entry.key] = (
+            refused[entry.key] = Refusal(
+                NAME_CONFLICT,
                 f"metadata.name: schedule namespace {schedule[0]!r} already has a schedule "
-                f"{schedule[1]!r}, from the Schedule in namespace {first.key[0]!r}"
+                f"{schedule[1]!r}, from the Schedule in namespace {first.key[0]!r} (the "
+                "Schedule of the namespace's own Kubernetes namespace wins, else the oldest)",
             )
     definitions: dict[str, list[ScheduleDefinition]] = {}
     protected: dict[str, set[str]] = {}
@@ -110,4 +145,11 @@ def group(entries: Iterable[Entry]) -> DesiredState:
         )
         for namespace in definitions.keys() | protected.keys()
     }
-    return DesiredState(namespaces, conflicts)
+    sources = {schedule: entry.key for schedule, entry in winners.items()}
+    return DesiredState(namespaces, refused, sources)
+
+
+def _precedence(entry: Entry) -> tuple[bool, bool, str, str, ObjectKey]:
+    """Who wins a name: the target's own namespace first, then the oldest object."""
+    foreign = entry.key[0] != entry.translation.namespace
+    return (foreign, entry.created is None, entry.created or "", entry.uid or "", entry.key)

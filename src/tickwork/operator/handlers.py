@@ -5,6 +5,9 @@
   schedule namespace. kopf runs no other handler before every watched resource's initial
   listing is indexed.
 * ``changed`` (every watch event): wakes the syncer.
+* ``policy_changed`` (every TenantPolicy watch event): updates the policies in force
+  (:mod:`tickwork.operator.tenants`) and wakes the syncer, whose next round re-evaluates every
+  Schedule against them.
 * ``deleted`` (finalizer): returns once a sync without the object committed, so its
   definition is disabled before the object goes.
 * ``report`` (timer): patches the status when it differs, and posts a Warning Event when the
@@ -31,7 +34,7 @@ import kopf
 
 from tickwork import metrics
 from tickwork.logs import fields
-from tickwork.operator import listing, status
+from tickwork.operator import listing, status, tenants
 from tickwork.operator.board import Board
 from tickwork.operator.config import GROUP, PLURAL, VERSION, OperatorConfig
 from tickwork.operator.database import Database
@@ -64,6 +67,7 @@ class Runtime:
         self.database = database
         self.index: kopf.Index[str, Entry] | None = None
         self.board = Board(database, self._namespaces)
+        self.policies = tenants.Policies()
         self.syncer = Syncer(
             database,
             self.entries,
@@ -72,6 +76,7 @@ class Runtime:
             coalesce_max_seconds=config.coalesce_max_seconds,
             retry_max_seconds=config.retry_max_seconds,
             on_round=self.board.wake,
+            policies=self.policies.current,
         )
         self.lister = listing.Lister(config.namespaces)
         self._seen: dict[tuple[str, str], tuple[Any, ...]] = {}
@@ -97,6 +102,16 @@ class Runtime:
             self._seen[key] = seen
             self.syncer.notify()
 
+    def observe_policy(self, event_type: str | None, body: kopf.Body) -> None:
+        if self.policies.observe(event_type, body):
+            self.syncer.notify()
+
+    def supplies(self, entry: Entry) -> bool:
+        """Whether the definition stored for ``entry``'s schedule is this object's (not that
+        of another object with the same name, which it lost to or was refused beside)."""
+        key = (entry.translation.namespace, entry.translation.name)
+        return self.syncer.desired.sources.get(key, entry.key) == entry.key
+
     def _namespaces(self) -> set[str]:
         return set(self.syncer.desired.namespaces)
 
@@ -109,12 +124,19 @@ class Runtime:
 
     def start(self, index: kopf.Index[str, Entry]) -> None:
         self.index = index
-        barrier = lambda: listing.wait_for_complete_view(  # noqa: E731
-            self.lister.keys,
-            self._indexed_keys,
-            interval=self.config.listing_interval,
-            on_error=self._listing_failed,
-        )
+
+        async def barrier() -> None:
+            for listed, indexed in (
+                (tenants.listed_keys, self.policies.keys),
+                (self.lister.keys, self._indexed_keys),
+            ):
+                await listing.wait_for_complete_view(
+                    listed,
+                    indexed,
+                    interval=self.config.listing_interval,
+                    on_error=self._listing_failed,
+                )
+
         self._tasks = [
             asyncio.create_task(self.syncer.run(barrier), name="syncer"),
             asyncio.create_task(
@@ -132,12 +154,12 @@ class Runtime:
 
     def _listing_failed(self, error: Exception) -> None:
         metrics.OPERATOR_ERRORS.labels("watch").inc()
-        log.warning("listing Schedules failed: %s", error, extra=fields(action="retry"))
+        log.warning("listing failed: %s", error, extra=fields(action="retry"))
 
     def ready(self, entry: Entry) -> status.Ready:
         return status.ready(
             entry,
-            conflict=self.syncer.desired.conflicts.get(entry.key),
+            refusal=self.syncer.desired.refused.get(entry.key),
             state=self.syncer.state(entry.translation.namespace),
             database_error=self.board.error,
             row=self.board.rows.get((entry.translation.namespace, entry.translation.name)),
@@ -156,7 +178,10 @@ class Runtime:
         entry = entry_of(body)
         condition = self.ready(entry)
         key = (entry.translation.namespace, entry.translation.name)
-        found = status.facts(self.board.rows.get(key), self.board.active.get(key, ()))
+        if entry.key in self.syncer.desired.refused:  # never show another's row or job ids
+            found = status.facts(None, ())
+        else:
+            found = status.facts(self.board.rows.get(key), self.board.active.get(key, ()))
         changes = status.patch(current, entry, condition, found, datetime.now(UTC))
         before = status.previous(current)
         if condition.failed and (before is None or before.message != condition.message):
@@ -189,9 +214,16 @@ def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
     async def changed(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
         runtime.observe(event.get("type"), body)
 
+    @kopf.on.event(GROUP, VERSION, tenants.PLURAL, registry=registry)
+    async def policy_changed(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
+        runtime.observe_policy(event.get("type"), body)
+
     @kopf.on.delete(*resource, registry=registry)
     async def deleted(body: kopf.Body, **_: Any) -> None:
-        translation = entry_of(body).translation
+        entry = entry_of(body)
+        translation = entry.translation
+        if not runtime.supplies(entry):
+            return  # the stored definition is another object's: nothing of ours to disable
         try:
             state = await runtime.syncer.settle(
                 translation.namespace, translation.name, SETTLE_SECONDS

@@ -27,8 +27,13 @@ def operator_settings(config: OperatorConfig) -> kopf.OperatorSettings:
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(
         prefix=ANNOTATIONS_PREFIX
     )
+    # The payload (up to 64 KiB, and a refused one may be larger) stays out of kopf's
+    # annotation: the API server limits all of an object's annotations to 256 KiB, and a
+    # failing annotation patch would keep the object from ever showing why it is refused.
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
-        prefix=ANNOTATIONS_PREFIX, key="last-handled-configuration"
+        prefix=ANNOTATIONS_PREFIX,
+        key="last-handled-configuration",
+        ignored_fields=[("spec", "job", "payload")],
     )
     settings.posting.level = logging.WARNING
     settings.watching.server_timeout = WATCH_SERVER_TIMEOUT_SECONDS
@@ -49,7 +54,7 @@ async def run(config: OperatorConfig, **kopf_options: Any) -> None:
     kopf_registry = kopf.OperatorRegistry()
     handlers.register(kopf_registry, runtime)
     if config.webhook:
-        webhook.register(kopf_registry)
+        webhook.register(kopf_registry, runtime.policies.current)
     probes = ProbeServer(
         config.http_port,
         host=config.http_host,

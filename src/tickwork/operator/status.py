@@ -3,10 +3,11 @@
 
 Facts come from the stored row (revision, next run, last occurrence, last success, skipped
 occurrences, open jobs); the ``Ready`` condition says whether the object's current spec is
-what PostgreSQL holds and fires: ``Synced`` (True), ``InvalidSpec``,
-``NamespaceOwnedElsewhere``, ``DatabaseUnavailable``, ``Disabled`` (the stored row is
-disabled), ``FiringFailed`` (the stored row records a firing error) (False), or ``Pending``
-(Unknown: not synced yet).
+what PostgreSQL holds and fires: ``Synced`` (True), ``NamespaceNotAllowed``,
+``PolicyViolation`` (tenant policy refuses it), ``NameConflict`` (another object supplies that
+schedule), ``InvalidSpec``, ``NamespaceOwnedElsewhere``, ``DatabaseUnavailable``,
+``Disabled`` (the stored row is disabled), ``FiringFailed`` (the stored row records a firing
+error) (False), or ``Pending`` (Unknown: not synced yet).
 """
 
 from __future__ import annotations
@@ -17,14 +18,16 @@ from datetime import UTC, datetime
 from typing import Any
 
 from tickwork.db.schedules import OpenJob, ScheduleRow
-from tickwork.operator.desired import Entry
+from tickwork.operator.desired import NAME_CONFLICT, Entry
 from tickwork.operator.syncer import NamespaceState, Outcome
+from tickwork.schedules.tenancy import NAMESPACE_NOT_ALLOWED, POLICY_VIOLATION, Refusal
 
 DISABLED = "Disabled"
 FIRING_FAILED = "FiringFailed"
-OBSERVED = frozenset({str(Outcome.SYNCED), "InvalidSpec", DISABLED, FIRING_FAILED})
+REFUSED = frozenset({NAMESPACE_NOT_ALLOWED, POLICY_VIOLATION, NAME_CONFLICT})
+OBSERVED = frozenset({str(Outcome.SYNCED), "InvalidSpec", DISABLED, FIRING_FAILED, *REFUSED})
 """Ready reasons decided for the object's generation (``observedGeneration`` follows)."""
-EVENT_REASONS = frozenset({"InvalidSpec", DISABLED, FIRING_FAILED})
+EVENT_REASONS = frozenset({"InvalidSpec", DISABLED, FIRING_FAILED, *REFUSED})
 """Ready reasons whose Warning Events carry the same reason (the others: ``SyncFailed``)."""
 
 ACTIVE_SHOWN = 10
@@ -55,18 +58,18 @@ class Ready:
 def ready(
     entry: Entry,
     *,
-    conflict: str | None,
+    refusal: Refusal | None,
     state: NamespaceState | None,
     database_error: str | None,
     row: ScheduleRow | None = None,
 ) -> Ready:
     """The Ready condition of ``entry``, given the sync of its namespace and its stored row
-    (None: not read yet)."""
+    (None: not read yet). ``refusal``: why the desired state leaves it out, if it does."""
     translation = entry.translation
+    if refusal is not None:
+        return Ready("False", refusal.reason, refusal.message)
     if translation.error is not None:
         return Ready("False", "InvalidSpec", translation.error)
-    if conflict is not None:
-        return Ready("False", "InvalidSpec", conflict)
     definition, name = translation.definition, translation.name
     attempted = state is not None and state.attempted.definition(name) == definition
     if state is not None and attempted and state.outcome is not Outcome.SYNCED:

@@ -31,6 +31,7 @@ from tickwork.errors import InvalidInput, NamespaceOwned
 from tickwork.logs import fields
 from tickwork.operator.database import Database, DatabaseError
 from tickwork.operator.desired import Desired, DesiredState, Entry, group
+from tickwork.schedules.tenancy import TenantPolicy
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +77,7 @@ class Syncer:
         coalesce_max_seconds: float,
         retry_max_seconds: float,
         on_round: Callable[[], None],
+        policies: Callable[[], Iterable[TenantPolicy]] = tuple,
     ) -> None:
         self.database = database
         self.entries = entries
@@ -84,6 +86,7 @@ class Syncer:
         self.coalesce_max_seconds = coalesce_max_seconds
         self.retry_max_seconds = retry_max_seconds
         self.on_round = on_round
+        self.policies = policies
         self.ready = asyncio.Event()
         self.desired = DesiredState()
         self.transactions = 0
@@ -157,7 +160,7 @@ class Syncer:
     async def _round(self) -> float | None:
         """Sync what differs; returns when the earliest pending retry is due (loop time)."""
         loop = asyncio.get_running_loop()
-        self.desired = group(self.entries())
+        self.desired = group(self.entries(), self.policies())
         next_retry: float | None = None
         for namespace in sorted(self.desired.namespaces.keys() | self._known):
             wanted = self.desired.namespaces.get(namespace, EMPTY)

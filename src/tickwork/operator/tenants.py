@@ -1,0 +1,54 @@
+"""The ``TenantPolicy`` objects the operator watches (cluster-scoped, ``tickwork.io/v1``): the
+policies in force, by name, and their listing for the complete-view barrier, so that no sync
+after a start applies a partial set of policies (a Schedule a missing policy allows would be
+refused, and its definition disabled)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import kubernetes
+
+from tickwork.operator.config import GROUP, VERSION
+from tickwork.operator.listing import ListedKey, api_client
+from tickwork.schedules.tenancy import TenantPolicy, policy_of
+
+PLURAL = "tenantpolicies"
+
+
+class Policies:
+    """The policies in force, as the watch reports them."""
+
+    def __init__(self) -> None:
+        self._seen: dict[str, tuple[str | None, TenantPolicy]] = {}
+
+    def observe(self, event_type: str | None, body: Mapping[str, Any]) -> bool:
+        """Apply one watch event; returns whether the policies changed."""
+        metadata = body.get("metadata") or {}
+        name, uid = str(metadata.get("name") or ""), metadata.get("uid")
+        if event_type == "DELETED":
+            return self._seen.pop(name, None) is not None
+        seen = (uid if isinstance(uid, str) else None, policy_of(body))
+        if self._seen.get(name) == seen:
+            return False
+        self._seen[name] = seen
+        return True
+
+    def current(self) -> tuple[TenantPolicy, ...]:
+        return tuple(policy for _, policy in self._seen.values())
+
+    def keys(self) -> set[ListedKey]:
+        return {("", name, uid) for name, (uid, _) in self._seen.items()}
+
+
+def listed_keys() -> set[ListedKey]:
+    """Every TenantPolicy the API server lists (blocking: run it in a thread)."""
+    with api_client() as client:
+        page: Any = kubernetes.client.CustomObjectsApi(client).list_cluster_custom_object(
+            GROUP, VERSION, PLURAL
+        )
+    return {
+        ("", item["metadata"]["name"], item["metadata"].get("uid"))
+        for item in page.get("items", [])
+    }

@@ -1,0 +1,291 @@
+"""Tenant policy (pure): a Kubernetes namespace is a tenant, and what its Schedules may use is
+set by the platform admin in ``TenantPolicy`` objects (cluster-scoped, ``tickwork.io/v1``),
+never by the tenant. The operator, its webhook and ``tickwork sync --policy`` apply the same
+rules through :func:`check` (docs/tenancy.md).
+
+* A Schedule may always sync into the schedule namespace named after its own Kubernetes
+  namespace; any other target needs every policy covering its namespace to allow it (so with
+  no policy, none is allowed).
+* Queues, kinds (glob patterns), a priority ceiling and a concurrency-key prefix are
+  unrestricted unless a covering policy restricts them; every covering policy must allow a
+  value, so adding a policy never allows more.
+* A policy that cannot be read refuses every Schedule of the namespaces it covers (all of them,
+  when even its ``spec.namespaces`` cannot be read): a broken policy fails closed.
+
+Every refusal names the field and the rule, e.g. ``spec.job.queue: queue 'payments' is not
+allowed for namespace team-a by TenantPolicy 'team-a' (allowed: team-a-*)``.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tickwork.errors import TickworkError
+from tickwork.schedules import limits
+from tickwork.schedules.definition import ScheduleDefinition
+
+API_VERSION = "tickwork.io/v1"
+KIND = "TenantPolicy"
+NAMESPACE_NOT_ALLOWED = "NamespaceNotAllowed"
+"""Reason of a refused ``spec.scheduleNamespace``."""
+POLICY_VIOLATION = "PolicyViolation"
+"""Reason of a refused queue, kind, priority or concurrency key (or a broken policy)."""
+
+MAX_PATTERN_LENGTH = limits.MAX_NAME_LENGTH + 2
+"""A pattern is a name of at most 255 characters (queue, kind) with a few glob characters."""
+MAX_FILE_BYTES = 1024 * 1024
+
+_SPEC_FIELDS = frozenset(
+    {"namespaces", "scheduleNamespaces", "queues", "kinds", "maxPriority", "concurrencyKeyPrefix"}
+)
+
+
+class PolicyError(TickworkError):
+    """A TenantPolicy document cannot be read; the message names the field."""
+
+
+@dataclass(frozen=True)
+class TenantPolicy:
+    name: str
+    namespaces: tuple[str, ...]
+    """Glob patterns of the Kubernetes namespaces this policy covers."""
+    schedule_namespaces: tuple[str, ...] = ()
+    """Patterns of the schedule namespaces allowed besides the tenant's own."""
+    queues: tuple[str, ...] | None = None
+    """Patterns of the allowed ``job.queue`` values; None: any."""
+    kinds: tuple[str, ...] | None = None
+    max_priority: int | None = None
+    """The highest ``job.priority`` allowed; None: any."""
+    concurrency_key_prefix: str | None = None
+    """Every ``job.concurrencyKey`` must start with it; None: any key."""
+    error: str | None = None
+    """Why the document is invalid (then it refuses everything it covers)."""
+
+    def covers(self, namespace: str) -> bool:
+        return _matches(namespace, self.namespaces)
+
+
+@dataclass(frozen=True)
+class Refusal:
+    reason: str
+    """NamespaceNotAllowed or PolicyViolation (a Ready condition reason)."""
+    message: str
+    """``field: rule``."""
+
+
+def check(
+    tenant: str,
+    target: str,
+    definition: ScheduleDefinition | None,
+    policies: Iterable[TenantPolicy],
+) -> Refusal | None:
+    """Why the policies refuse a Schedule of Kubernetes namespace ``tenant`` that syncs into
+    schedule namespace ``target`` (None: allowed). The target is checked even without a valid
+    ``definition``; the job's fields only with one."""
+    covering = sorted((p for p in policies if p.covers(tenant)), key=lambda p: p.name)
+    for policy in covering:
+        if policy.error is not None:
+            return Refusal(
+                POLICY_VIOLATION,
+                f"spec: namespace {tenant} is covered by TenantPolicy {policy.name!r}, which is "
+                f"invalid ({policy.error}): its Schedules are refused until it is fixed",
+            )
+    if target != tenant:
+        if not covering:
+            return Refusal(
+                NAMESPACE_NOT_ALLOWED,
+                f"spec.scheduleNamespace: schedule namespace {target!r} is not allowed for "
+                f"namespace {tenant} by the default policy (a Schedule syncs into its own "
+                "namespace only; a TenantPolicy may allow others)",
+            )
+        for policy in covering:
+            if not _matches(target, policy.schedule_namespaces):
+                allowed = ", ".join((tenant, *policy.schedule_namespaces))
+                return Refusal(
+                    NAMESPACE_NOT_ALLOWED,
+                    _refused("spec.scheduleNamespace", f"schedule namespace {target!r}", tenant)
+                    + f" by TenantPolicy {policy.name!r} (allowed: {allowed})",
+                )
+    if definition is None:
+        return None
+    for policy in covering:
+        problem = _job_problem(definition, policy)
+        if problem is not None:
+            field, value, allowed = problem
+            return Refusal(
+                POLICY_VIOLATION,
+                _refused(field, value, tenant)
+                + f" by TenantPolicy {policy.name!r} (allowed: {allowed})",
+            )
+    return None
+
+
+def _refused(field: str, value: str, tenant: str) -> str:
+    return f"{field}: {value} is not allowed for namespace {tenant}"
+
+
+def _job_problem(
+    definition: ScheduleDefinition, policy: TenantPolicy
+) -> tuple[str, str, str] | None:
+    """(field, value, what is allowed) of the first job field ``policy`` refuses."""
+    job = definition.job
+    if policy.queues is not None and not _matches(job.queue, policy.queues):
+        return "spec.job.queue", f"queue {job.queue!r}", _listed(policy.queues)
+    if policy.kinds is not None and not _matches(job.kind, policy.kinds):
+        return "spec.job.kind", f"kind {job.kind!r}", _listed(policy.kinds)
+    if policy.max_priority is not None and job.priority > policy.max_priority:
+        return "spec.job.priority", f"priority {job.priority}", f"at most {policy.max_priority}"
+    prefix = policy.concurrency_key_prefix
+    key = job.concurrency_key
+    if prefix is not None and key is not None and not key.startswith(prefix):
+        return (
+            "spec.job.concurrencyKey",
+            f"concurrency key {key!r}",
+            f"keys starting with {prefix!r}",
+        )
+    return None
+
+
+def _listed(patterns: Sequence[str]) -> str:
+    return ", ".join(patterns) if patterns else "none"
+
+
+def _matches(value: str, patterns: Iterable[str]) -> bool:
+    return any(fnmatch.fnmatchcase(value, pattern) for pattern in patterns)
+
+
+# --- documents ------------------------------------------------------------------------------
+
+
+def parse(document: Any) -> TenantPolicy:
+    """The policy of one ``TenantPolicy`` document; raises PolicyError ``field: reason``."""
+    if not isinstance(document, Mapping):
+        raise PolicyError(f"must be a mapping, not {type(document).__name__}")
+    if document.get("apiVersion") != API_VERSION or document.get("kind") != KIND:
+        raise PolicyError(
+            f"not a {API_VERSION} {KIND} (apiVersion: {document.get('apiVersion')!r}, "
+            f"kind: {document.get('kind')!r})"
+        )
+    name = _name(document)
+    if not name:
+        raise PolicyError("metadata.name: is required and must be a string")
+    spec = document.get("spec")
+    if not isinstance(spec, Mapping):
+        raise PolicyError("spec: is required and must be a mapping")
+    return _from_spec(name, spec)
+
+
+def policy_of(body: Mapping[str, Any]) -> TenantPolicy:
+    """The policy of an object as the operator sees it; never raises: an invalid one carries
+    its error and covers the namespaces it names (every namespace when those are unreadable)."""
+    try:
+        return parse(body)
+    except Exception as error:
+        reason = str(error) if isinstance(error, PolicyError) else type(error).__name__
+        spec = body.get("spec")
+        try:
+            namespaces = _patterns(
+                "namespaces", spec.get("namespaces") if isinstance(spec, Mapping) else None
+            )
+        except Exception:
+            namespaces = ("*",)
+        return TenantPolicy(_name(body), namespaces or ("*",), error=reason)
+
+
+def _name(document: Mapping[str, Any]) -> str:
+    metadata = document.get("metadata")
+    name = metadata.get("name") if isinstance(metadata, Mapping) else None
+    return name if isinstance(name, str) else ""
+
+
+def _from_spec(name: str, spec: Mapping[str, Any]) -> TenantPolicy:
+    for key in spec:
+        if key not in _SPEC_FIELDS:
+            raise PolicyError(f"spec.{key}: unknown field")
+
+    def patterns(field: str) -> tuple[str, ...] | None:
+        return None if spec.get(field) is None else _patterns(field, spec[field])
+
+    namespaces = patterns("namespaces")
+    if not namespaces:
+        raise PolicyError("spec.namespaces: is required: the namespaces this policy covers")
+    ceiling = spec.get("maxPriority")
+    if ceiling is not None and (
+        not isinstance(ceiling, int)
+        or isinstance(ceiling, bool)
+        or not 0 <= ceiling <= limits.MAX_SMALLINT
+    ):
+        raise PolicyError(f"spec.maxPriority: must be an integer from 0 to {limits.MAX_SMALLINT}")
+    prefix = spec.get("concurrencyKeyPrefix")
+    if prefix is not None and (
+        not isinstance(prefix, str)
+        or not prefix
+        or "\x00" in prefix
+        or len(prefix) > limits.MAX_CONCURRENCY_KEY_LENGTH
+    ):
+        raise PolicyError(
+            "spec.concurrencyKeyPrefix: must be a string of 1 to "
+            f"{limits.MAX_CONCURRENCY_KEY_LENGTH} characters without NUL"
+        )
+    return TenantPolicy(
+        name,
+        namespaces,
+        schedule_namespaces=patterns("scheduleNamespaces") or (),
+        queues=patterns("queues"),
+        kinds=patterns("kinds"),
+        max_priority=ceiling,
+        concurrency_key_prefix=prefix,
+    )
+
+
+def _patterns(field: str, value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(
+        isinstance(item, str) and item and "\x00" not in item and len(item) <= MAX_PATTERN_LENGTH
+        for item in value
+    ):
+        raise PolicyError(
+            f"spec.{field}: must be a list of names or glob patterns "
+            f"(1 to {MAX_PATTERN_LENGTH} characters, no NUL)"
+        )
+    return tuple(value)
+
+
+def load(path: str | Path) -> list[TenantPolicy]:
+    """The TenantPolicy documents of a YAML file; raises PolicyError naming file and field."""
+    source = str(path)
+    try:
+        file = Path(path)
+        if file.stat().st_size > MAX_FILE_BYTES:
+            raise PolicyError(f"{source}: larger than {MAX_FILE_BYTES} bytes")
+        documents = list(yaml.safe_load_all(file.read_text(encoding="utf-8")))
+    except PolicyError:
+        raise
+    except (OSError, UnicodeDecodeError) as error:
+        raise PolicyError(f"{source}: cannot read: {error}") from None
+    except Exception as error:  # YAML errors, deep nesting: one line, never a traceback
+        reason = " ".join(str(error).split())[:200] or type(error).__name__
+        raise PolicyError(f"{source}: invalid YAML: {reason}") from None
+    policies: dict[str, TenantPolicy] = {}
+    for number, document in enumerate(documents, start=1):
+        if document is None:
+            continue
+        try:
+            policy = parse(document)
+        except PolicyError as error:
+            name = _name(document) if isinstance(document, Mapping) else ""
+            label = f" {KIND} {name!r}:" if name else ""
+            raise PolicyError(f"{source}: document {number}:{label} {error}") from None
+        if policy.name in policies:
+            raise PolicyError(
+                f"{source}: document {number}: metadata.name: duplicate {policy.name!r}"
+            )
+        policies[policy.name] = policy
+    if not policies:
+        raise PolicyError(f"{source}: no {KIND} documents found")
+    return list(policies.values())
