@@ -12,9 +12,9 @@ round, so a policy change re-evaluates all the Schedules it covers: an object re
 (``NamespaceNotAllowed``, ``PolicyViolation``) is in neither either, and touches nothing in
 its target (it spares no name there), so a definition it had synced is disabled. Two objects
 naming the same schedule conflict (``NameConflict``): the object of the schedule namespace's
-own Kubernetes namespace wins, otherwise the oldest one (``creationTimestamp``, then ``uid``,
-both set by the API server): a newcomer never replaces the definition in place, whatever its
-name or namespace.
+own Kubernetes namespace wins, otherwise the oldest one (``creationTimestamp``, set by the API
+server; within one second, the one that won the last round, then ``uid``): a newcomer never
+replaces the definition in place, whatever its name or namespace.
 """
 
 from __future__ import annotations
@@ -107,8 +107,15 @@ class DesiredState:
     """The object each listed or spared schedule comes from."""
 
 
-def group(entries: Iterable[Entry], policies: Iterable[TenantPolicy] = ()) -> DesiredState:
+def group(
+    entries: Iterable[Entry],
+    policies: Iterable[TenantPolicy] = (),
+    previous: Mapping[ScheduleKey, ObjectKey] | None = None,
+) -> DesiredState:
+    """The desired state of every schedule namespace; ``previous``: the sources of the last
+    round, which win ties of ``creationTimestamp`` (whole seconds) within a process."""
     policies = tuple(policies)
+    previous = previous or {}
     refused: dict[ObjectKey, Refusal] = {}
     candidates: list[Entry] = []
     for entry in entries:
@@ -120,7 +127,7 @@ def group(entries: Iterable[Entry], policies: Iterable[TenantPolicy] = ()) -> De
         else:
             refused[entry.key] = refused_by
     winners: dict[ScheduleKey, Entry] = {}
-    for entry in sorted(candidates, key=_precedence):
+    for entry in sorted(candidates, key=lambda e: _precedence(e, previous)):
         schedule = (entry.translation.namespace, entry.translation.name)
         first = winners.setdefault(schedule, entry)
         if first is not entry:
@@ -149,7 +156,13 @@ def group(entries: Iterable[Entry], policies: Iterable[TenantPolicy] = ()) -> De
     return DesiredState(namespaces, refused, sources)
 
 
-def _precedence(entry: Entry) -> tuple[bool, bool, str, str, ObjectKey]:
-    """Who wins a name: the target's own namespace first, then the oldest object."""
+def _precedence(
+    entry: Entry, previous: Mapping[ScheduleKey, ObjectKey]
+) -> tuple[bool, bool, str, bool, str, ObjectKey]:
+    """Who wins a name: the target's own namespace first, then the oldest object (the one in
+    place first among objects of the same second, then by uid)."""
+    schedule = (entry.translation.namespace, entry.translation.name)
     foreign = entry.key[0] != entry.translation.namespace
-    return (foreign, entry.created is None, entry.created or "", entry.uid or "", entry.key)
+    newcomer = previous.get(schedule, entry.key) != entry.key
+    created = entry.created or ""
+    return (foreign, entry.created is None, created, newcomer, entry.uid or "", entry.key)

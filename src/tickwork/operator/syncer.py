@@ -160,7 +160,7 @@ class Syncer:
     async def _round(self) -> float | None:
         """Sync what differs; returns when the earliest pending retry is due (loop time)."""
         loop = asyncio.get_running_loop()
-        self.desired = group(self.entries(), self.policies())
+        self.desired = group(self.entries(), self.policies(), self.desired.sources)
         next_retry: float | None = None
         for namespace in sorted(self.desired.namespaces.keys() | self._known):
             wanted = self.desired.namespaces.get(namespace, EMPTY)
