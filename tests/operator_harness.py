@@ -28,6 +28,7 @@ from tickwork.operator import runner
 from tickwork.operator.config import OperatorConfig
 
 DEADLINE = 20.0
+POLICIES = "/apis/tickwork.io/v1/tenantpolicies"
 
 
 class Cluster:
@@ -55,6 +56,16 @@ class Cluster:
         async with self.server.patch(
             self.url(namespace, name), json=patch, headers=headers
         ) as response:
+            assert response.status < 300, await response.text()
+
+    async def create_policy(self, name: str, spec: dict[str, Any]) -> None:
+        """A TenantPolicy (cluster-scoped): what the platform admin allows a namespace."""
+        body = {"apiVersion": "tickwork.io/v1", "kind": "TenantPolicy", "metadata": {"name": name}}
+        async with self.server.post(POLICIES, json={**body, "spec": spec}) as response:
+            assert response.status < 300, await response.text()
+
+    async def delete_policy(self, name: str) -> None:
+        async with self.server.delete(f"{POLICIES}/{name}") as response:
             assert response.status < 300, await response.text()
 
     async def delete(self, name: str, namespace: str = "ns") -> None:

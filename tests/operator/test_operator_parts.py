@@ -21,13 +21,16 @@ from tickwork.errors import ConfigurationError
 from tickwork.operator import runner, status, webhook
 from tickwork.operator.config import OperatorConfig
 from tickwork.operator.database import Database
-from tickwork.operator.desired import Entry, entry_of, group
+from tickwork.operator.desired import Desired, Entry, entry_of, group
 from tickwork.operator.syncer import NamespaceState, Outcome, Syncer
 from tickwork.schedules import sync
 from tickwork.schedules.definition import ScheduleDefinition
 from tickwork.schedules.sync import SyncReport
+from tickwork.schedules.tenancy import Refusal, TenantPolicy
 
 SPEC: dict[str, Any] = {"schedule": "0 * * * *", "job": {"kind": "k"}}
+OLD = {"creationTimestamp": "2026-01-01T00:00:00Z", "uid": "uid-z"}
+NEW = {"creationTimestamp": "2026-01-01T00:00:01Z", "uid": "uid-a"}
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
@@ -54,20 +57,63 @@ def test_entries_translate_and_name_the_bad_field() -> None:
 
 
 def test_group_protects_invalid_drops_deleting_and_reports_conflicts() -> None:
+    allowed = TenantPolicy("p", ("aaa", "zzz"), schedule_namespaces=("ns",))
     state = group(
         [
             entry_of(body("a")),
             entry_of(body("b", {"every": "x", "job": {"kind": "k"}})),
             entry_of(body("gone", deletionTimestamp="2026-01-01T00:00:00Z")),
-            entry_of(body("dup", {**SPEC, "scheduleNamespace": "ns"}, namespace="other")),
+            entry_of(body("dup", {**SPEC, "scheduleNamespace": "ns"}, namespace="aaa")),
             entry_of(body("dup")),
-        ]
+            entry_of(body("c", {**SPEC, "scheduleNamespace": "ns"}, namespace="zzz", **OLD)),
+            entry_of(body("c", {**SPEC, "scheduleNamespace": "ns"}, namespace="aaa", **NEW)),
+        ],
+        [allowed],
     )
     desired = state.namespaces["ns"]
-    assert [d.name for d in desired.definitions] == ["a", "dup"]
+    assert [d.name for d in desired.definitions] == ["a", "c", "dup"]
     assert desired.protected == frozenset({"b"})
     assert not desired.lists("gone")
-    assert list(state.conflicts) == [("other", "dup")]
+    assert {key: r.reason for key, r in state.refused.items()} == {
+        ("aaa", "dup"): "NameConflict",  # the schedule namespace's own object wins
+        ("aaa", "c"): "NameConflict",  # the older object wins, whatever the namespace's name
+    }
+    assert state.sources[("ns", "dup")] == ("ns", "dup")
+    assert state.sources[("ns", "c")] == ("zzz", "c")
+
+
+def test_within_one_second_the_object_in_place_keeps_its_name() -> None:
+    same = {"creationTimestamp": "2026-01-01T00:00:00Z"}
+    spec = {**SPEC, "scheduleNamespace": "ns"}
+    first, second = (
+        entry_of(body("c", spec, namespace=n, uid=f"uid-{n}", **same)) for n in ("b", "a")
+    )
+    policy = TenantPolicy("p", ("*",), schedule_namespaces=("ns",))
+    assert group([first, second], [policy]).sources[("ns", "c")] == ("a", "c"), "by uid"
+    kept = group([first, second], [policy], previous={("ns", "c"): ("b", "c")})
+    assert kept.sources[("ns", "c")] == ("b", "c")
+    assert kept.refused[("a", "c")].reason == "NameConflict"
+
+
+def test_group_leaves_out_what_tenant_policy_refuses_and_spares_nothing_for_it() -> None:
+    policy = TenantPolicy("team-a", ("team-a",), queues=("team-a-*",))
+    state = group(
+        [
+            entry_of(body("nightly", SPEC, namespace="victim")),
+            entry_of(body("nightly", {**SPEC, "scheduleNamespace": "victim"}, namespace="evil")),
+            entry_of(body("x", {"every": "x", "scheduleNamespace": "victim"}, namespace="evil")),
+            entry_of(body("q", SPEC, namespace="team-a")),
+        ],
+        [policy],
+    )
+    assert state.namespaces == {"victim": Desired((state.namespaces["victim"].definitions[0],))}
+    assert state.sources == {("victim", "nightly"): ("victim", "nightly")}
+    reasons = {key: r.reason for key, r in state.refused.items()}
+    assert reasons == {
+        ("evil", "nightly"): "NamespaceNotAllowed",
+        ("evil", "x"): "NamespaceNotAllowed",  # an invalid spec spares no name in the target
+        ("team-a", "q"): "PolicyViolation",
+    }
 
 
 # --- status ---------------------------------------------------------------------------------
@@ -123,7 +169,7 @@ def _ready_with(row: ScheduleRow | None) -> status.Ready:
     entry = entry_of(body("a", generation=4))
     desired = group([entry]).namespaces["ns"]
     synced = NamespaceState(Outcome.SYNCED, "", attempted=desired, synced=desired)
-    return status.ready(entry, conflict=None, state=synced, database_error=None, row=row)
+    return status.ready(entry, refusal=None, state=synced, database_error=None, row=row)
 
 
 def test_ready_follows_the_stored_row_disabled_or_set_aside_by_a_firing_error() -> None:
@@ -153,8 +199,19 @@ def test_ready_follows_the_stored_row_disabled_or_set_aside_by_a_firing_error() 
     assert patched["conditions"][0]["reason"] == "FiringFailed"
     # A spec the sync refused says so first, whatever the row holds.
     invalid = entry_of(body("a", {"schedule": "0 * * *", "job": {"kind": "k"}}))
-    refused = status.ready(invalid, conflict=None, state=None, database_error=None, row=failing)
+    refused = status.ready(invalid, refusal=None, state=None, database_error=None, row=failing)
     assert refused.reason == "InvalidSpec"
+
+
+@pytest.mark.parametrize("reason", ["NamespaceNotAllowed", "PolicyViolation", "NameConflict"])
+def test_a_refused_object_says_why_observes_its_generation_and_warns(reason: str) -> None:
+    entry = entry_of(body("a", generation=5))
+    why = Refusal(reason, "spec.job.queue: queue 'q' is not allowed")
+    ready = status.ready(entry, refusal=why, state=None, database_error=None, row=None)
+    assert (ready.status, ready.reason, ready.message) == ("False", reason, why.message)
+    patched = status.patch({}, entry, ready, status.facts(None, []), NOW)
+    assert patched["observedGeneration"] == 5
+    assert reason in status.EVENT_REASONS
 
 
 # --- the syncer -------------------------------------------------------------------------------
@@ -283,6 +340,18 @@ def test_previous_reads_the_ready_condition(reason: str) -> None:
 
 
 # --- the admission webhook ------------------------------------------------------------------
+
+
+def test_the_webhook_refuses_what_tenant_policy_refuses() -> None:
+    policy = TenantPolicy("team-a", ("team-a",), kinds=("team-a.*",))
+    webhook.check(
+        body("a", namespace="team-a", spec={**SPEC, "job": {"kind": "team-a.x"}}), [policy]
+    )
+    with pytest.raises(kopf.AdmissionError, match=r"^spec\.job\.kind: kind 'k' is not allowed"):
+        webhook.check(body("a", namespace="team-a"), [policy])
+    away = body("a", {**SPEC, "scheduleNamespace": "team-b", "every": "x"}, namespace="team-a")
+    with pytest.raises(kopf.AdmissionError, match=r"^spec\.scheduleNamespace: "):
+        webhook.check(away)  # the target first, even for an invalid spec
 
 
 def test_the_webhook_refuses_what_the_operator_would_mark_invalid() -> None:

@@ -62,6 +62,9 @@ async def test_disjoint_scopes_never_disable_each_other(
     cluster: Cluster, start_operator: OperatorFactory, database_url: str
 ) -> None:
     url = database_url
+    await cluster.create_policy(
+        "a", {"namespaces": ["team-a"], "scheduleNamespaces": ["reports-a"]}
+    )
     a = await start_operator(namespaces=("team-a",), identity="a")
     b = await start_operator(namespaces=("team-b",), identity="b")
     await cluster.create("kept", SPEC, namespace="team-a")
@@ -112,6 +115,9 @@ async def test_disjoint_scopes_never_disable_each_other(
 async def test_a_schedule_namespace_another_scope_synced_is_refused(
     cluster: Cluster, start_operator: OperatorFactory, database_url: str
 ) -> None:
+    await cluster.create_policy(
+        "shared", {"namespaces": ["team-*"], "scheduleNamespaces": ["shared"]}
+    )
     await start_operator(namespaces=("team-a",), identity="a")
     await start_operator(namespaces=("team-b",), identity="b")
     await cluster.create("x", {**SPEC, "scheduleNamespace": "shared"}, namespace="team-a")

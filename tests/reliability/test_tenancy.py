@@ -20,7 +20,6 @@ from helpers import wait_until
 from operator_harness import DEADLINE, Cluster, OperatorFactory, row
 from tickwork.maintenance import firing
 
-POLICIES = "/apis/tickwork.io/v1/tenantpolicies"
 VICTIM: dict[str, Any] = {
     "schedule": "*/5 * * * *",
     "job": {"kind": "team-b.report", "queue": "team-b-reports", "payload": {"to": "b"}},
@@ -29,17 +28,6 @@ ATTACK: dict[str, Any] = {
     "schedule": "* * * * *",
     "job": {"kind": "team-b.payout", "queue": "team-b-payments", "priority": 32767},
 }
-
-
-async def create_policy(cluster: Cluster, name: str, spec: dict[str, Any]) -> None:
-    body = {"apiVersion": "tickwork.io/v1", "kind": "TenantPolicy", "metadata": {"name": name}}
-    async with cluster.server.post(POLICIES, json={**body, "spec": spec}) as response:
-        assert response.status < 300, await response.text()
-
-
-async def delete_policy(cluster: Cluster, name: str) -> None:
-    async with cluster.server.delete(f"{POLICIES}/{name}") as response:
-        assert response.status < 300, await response.text()
 
 
 def stored(url: str, namespace: str, name: str) -> tuple[Any, int, bool] | None:
@@ -124,8 +112,8 @@ async def test_another_namespace_as_target_is_refused_and_the_victim_keeps_firin
 async def test_the_same_name_in_a_shared_namespace_never_replaces_the_one_in_place(
     cluster: Cluster, start_operator: OperatorFactory, database_url: str
 ) -> None:
-    await create_policy(
-        cluster, "shared", {"namespaces": ["team-*"], "scheduleNamespaces": ["shared", "team-*"]}
+    await cluster.create_policy(
+        "shared", {"namespaces": ["team-*"], "scheduleNamespaces": ["shared", "team-*"]}
     )
     await start_operator()
     # team-z's object is in place first; team-a sorts first and comes later: it loses.
@@ -158,8 +146,7 @@ async def test_the_same_name_in_a_shared_namespace_never_replaces_the_one_in_pla
 async def test_job_fields_beyond_the_tenant_policy_are_refused_naming_field_and_rule(
     cluster: Cluster, start_operator: OperatorFactory, database_url: str
 ) -> None:
-    await create_policy(
-        cluster,
+    await cluster.create_policy(
         "team-a",
         {
             "namespaces": ["team-a"],
@@ -208,8 +195,8 @@ async def test_job_fields_beyond_the_tenant_policy_are_refused_naming_field_and_
 async def test_a_policy_change_re_evaluates_and_a_restart_applies_every_policy(
     cluster: Cluster, start_operator: OperatorFactory, database_url: str
 ) -> None:
-    await create_policy(
-        cluster, "reports", {"namespaces": ["team-a"], "scheduleNamespaces": ["reports"]}
+    await cluster.create_policy(
+        "reports", {"namespaces": ["team-a"], "scheduleNamespaces": ["reports"]}
     )
     operator = await start_operator()
     await cluster.create("weekly", {**VICTIM, "scheduleNamespace": "reports"}, "team-a")
@@ -225,14 +212,14 @@ async def test_a_policy_change_re_evaluates_and_a_restart_applies_every_policy(
     assert stored(database_url, "reports", "weekly") == synced
 
     # The policy goes: the mapping is refused and its definition disabled; it comes back.
-    await delete_policy(cluster, "reports")
+    await cluster.delete_policy("reports")
     await refused(cluster, "team-a", "weekly", "NamespaceNotAllowed")
     await wait_until(
         lambda: stored(database_url, "reports", "weekly") == (synced[0], 2, False),
         what="the refused mapping's definition disabled",
     )
-    await create_policy(
-        cluster, "reports", {"namespaces": ["team-a"], "scheduleNamespaces": ["reports"]}
+    await cluster.create_policy(
+        "reports", {"namespaces": ["team-a"], "scheduleNamespaces": ["reports"]}
     )
     await cluster.wait_ready("weekly", "Synced", namespace="team-a")
     assert stored(database_url, "reports", "weekly") == (synced[0], 3, True)
