@@ -21,7 +21,7 @@ from typing import Any
 from tickwork.cli import common, output
 from tickwork.db.schedules import ScheduleRow
 from tickwork.errors import InvalidInput
-from tickwork.schedules import manifests, occurrences
+from tickwork.schedules import manifests, occurrences, tenancy
 from tickwork.schedules.sync import SyncReport
 
 OWNER_ENV = "TICKWORK_SYNC_OWNER"
@@ -53,7 +53,9 @@ def _register_sync(subcommands: common.Subcommands) -> None:
         "changed ones updated (their revision bumps), and, unless --no-prune, those no longer "
         "listed are disabled (kept, not deleted). All manifests are validated first: one "
         "invalid manifest fails the command and nothing is written. A namespace remembers "
-        "its owner; syncing another owner's namespace is refused unless --take-over.",
+        "its owner; syncing another owner's namespace is refused unless --take-over. With "
+        "--policy, every Schedule must also be allowed by the TenantPolicy documents of that "
+        "file that cover --tenant (docs/tenancy.md).",
     )
     parser.add_argument("namespace", metavar="NAMESPACE", help="the schedule namespace")
     parser.add_argument(
@@ -82,6 +84,18 @@ def _register_sync(subcommands: common.Subcommands) -> None:
         "--take-over",
         action="store_true",
         help="make OWNER the owner of a namespace another owner synced",
+    )
+    parser.add_argument(
+        "--policy",
+        metavar="FILE",
+        help="TenantPolicy documents (YAML) the Schedules must satisfy, as the operator applies "
+        "them",
+    )
+    parser.add_argument(
+        "--tenant",
+        metavar="NS",
+        help="the Kubernetes namespace whose policies apply (default: NAMESPACE); syncing "
+        "into NAMESPACE must be allowed to it",
     )
     common.add_database_url(parser)
     common.add_output(parser)
@@ -193,6 +207,10 @@ def _flags(names: Mapping[str, str]) -> Iterator[None]:
 def sync(args: argparse.Namespace, env: common.Env) -> int:
     owner = args.owner or env.get(OWNER_ENV) or DEFAULT_OWNER
     definitions = manifests.load_path(args.path, namespace=args.namespace)
+    if args.policy is not None:
+        tenancy.enforce(args.tenant or args.namespace, args.namespace, definitions, args.policy)
+    elif args.tenant is not None:
+        raise common.UsageError("--tenant: only with --policy")
     with (
         _flags({"namespace": "NAMESPACE", "owner": "--owner"}),
         common.app(args, env) as app,

@@ -289,3 +289,15 @@ def load(path: str | Path) -> list[TenantPolicy]:
     if not policies:
         raise PolicyError(f"{source}: no {KIND} documents found")
     return list(policies.values())
+
+
+def enforce(
+    tenant: str, target: str, definitions: Iterable[ScheduleDefinition], path: str | Path
+) -> None:
+    """``tickwork sync --policy``: raise PolicyError for the first definition the policies of
+    ``path`` refuse to ``tenant`` syncing into ``target``."""
+    policies = load(path)
+    for definition in definitions:
+        refusal = check(tenant, target, definition, policies)
+        if refusal is not None:
+            raise PolicyError(f"Schedule {definition.name!r}: {refusal.message}")
