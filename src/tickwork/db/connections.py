@@ -62,8 +62,10 @@ def check(url: str) -> None:
     DatabaseUnavailable naming where and why (never the password)."""
     try:
         params = conninfo_to_dict(url)
-    except psycopg.ProgrammingError as exc:
-        raise ConfigurationError(f"not a valid connection string: {exc}") from None
+    except psycopg.ProgrammingError:
+        raise ConfigurationError(  # libpq's message quotes pieces of it: maybe the password
+            "not a valid connection string (libpq cannot parse it; it is not shown)"
+        ) from None
     timeout = params.get("connect_timeout", CONNECT_TIMEOUT_SECONDS)
     try:
         psycopg.connect(url, connect_timeout=timeout).close()
