@@ -103,6 +103,7 @@ def test_the_operator_is_one_recreated_replica_in_a_peering(rendered: dict[str, 
         ("", "events"): {"create", "patch"},
         ("events.k8s.io", "events"): {"create", "patch"},
         ("", "namespaces"): {"get", "list", "watch"},
+        ("tickwork.io", "tenantpolicies"): {"get", "list", "watch"},
         ("apiextensions.k8s.io", "customresourcedefinitions"): {"get", "list", "watch"},
         ("kopf.dev", "clusterkopfpeerings"): {"get", "list", "watch", "patch"},
     }, "exactly the operator's RBAC, nothing for webhooks while the webhook is off"
@@ -372,6 +373,7 @@ def test_a_namespaced_operator_gets_roles_in_its_namespaces_only(
         for res in rule["resources"]
     }
     assert "schedules" not in cluster_resources and "clusterkopfpeerings" not in cluster_resources
+    assert "tenantpolicies" in cluster_resources, "TenantPolicies are cluster-scoped"
     peerings = r.of_kind("KopfPeering")
     assert sorted(p["metadata"]["namespace"] for p in peerings) == ["team-a", "team-b"]
     assert not r.of_kind("ClusterKopfPeering")
