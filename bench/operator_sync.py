@@ -57,7 +57,7 @@ def enabled_count(url: str, namespace: str = NAMESPACE) -> int:
 def syncs() -> float:
     total = 0.0
     for result in ("success", "invalid", "owned_elsewhere", "database_error"):
-        labels = {"namespace": NAMESPACE, "result": result}
+        labels = {"schedule_namespace": NAMESPACE, "result": result}
         total += (
             prometheus_client.REGISTRY.get_sample_value("tickwork_operator_syncs_total", labels)
             or 0.0

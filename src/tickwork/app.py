@@ -440,4 +440,4 @@ class App:
 def _count_enqueued(options: store.JobOptions, kind: str, count: int) -> None:
     """``tickwork_jobs_enqueued_total``: new jobs only (not a unique key's existing one)."""
     if count:
-        metrics.JOBS_ENQUEUED.labels(options.queue, kind).inc(count)
+        metrics.JOBS_ENQUEUED.labels(metrics.NO_SCHEDULE, options.queue, kind).inc(count)

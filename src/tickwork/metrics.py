@@ -1,6 +1,10 @@
 """Every Prometheus metric tickwork exports, defined in one place. Names start with
-``tickwork_``; labels are bounded (namespace, schedule, queue, kind, outcome, reason, result),
-never a job id.
+``tickwork_``; labels are bounded (schedule_namespace, schedule, queue, kind, outcome, reason,
+result), never a job id. No label is called ``namespace``: Prometheus's scrape gives every
+series the Kubernetes namespace of its pod under that name.
+
+Job metrics carry the ``schedule_namespace`` of the job's schedule (:data:`NO_SCHEDULE`, the
+empty string, for a job enqueued outside any schedule), so alerts can be routed per tenant.
 
 Fleet gauges (``tickwork_fleet_*``) are sampled from PostgreSQL by whichever worker claims
 the sampling duty, and each worker exports its sample for a few intervals only (see
@@ -19,6 +23,8 @@ from typing import Protocol
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.metrics_core import HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
+
+from tickwork.model import Job
 
 _SECONDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600)
 
@@ -85,34 +91,35 @@ class FastHistogramChild:
 
 
 # --- jobs (counted by the process doing the work) ---------------------------------------
+NO_SCHEDULE = ""
+"""The ``schedule_namespace`` of a job enqueued outside any schedule."""
+_JOB = ("schedule_namespace", "queue", "kind")
 JOBS_ENQUEUED = Counter(
-    "tickwork_jobs_enqueued_total", "Jobs enqueued by this process.", ["queue", "kind"]
+    "tickwork_jobs_enqueued_total", "Jobs enqueued by this process (not by schedules).", _JOB
 )
-JOBS_CLAIMED = Counter(
-    "tickwork_jobs_claimed_total", "Jobs claimed by this worker.", ["queue", "kind"]
-)
+JOBS_CLAIMED = Counter("tickwork_jobs_claimed_total", "Jobs claimed by this worker.", _JOB)
 JOBS_COMPLETED = Counter(
     "tickwork_jobs_completed_total",
     "Job attempts finished by this worker, by outcome: "
     "succeeded, retried, dead, cancelled, timed_out.",
-    ["queue", "kind", "outcome"],
+    [*_JOB, "outcome"],
 )
 JOB_DURATION = FastHistogram(
     "tickwork_job_duration_seconds",
     "Execution time of one attempt.",
-    ["queue", "kind"],
+    _JOB,
     buckets=_SECONDS,
 )
 JOB_QUEUE_LATENCY = FastHistogram(
     "tickwork_job_queue_latency_seconds",
     "Time from a job's run_at (the database's time) to the claim that started its attempt.",
-    ["queue", "kind"],
+    _JOB,
     buckets=_SECONDS,
 )
 LEASE_RECOVERIES = Counter(
     "tickwork_lease_recoveries_total",
     "Jobs whose lease expired (their worker died or hung) and that this worker recovered.",
-    ["queue", "kind"],
+    _JOB,
 )
 VERSION_MISMATCHES = Counter(
     "tickwork_version_mismatches_total",
@@ -146,8 +153,9 @@ class _Off:
 
 
 class JobMeter:
-    """The job metrics' children for one (queue, kind), looked up once: ``.labels()`` costs
-    about as much as the update itself, and the worker updates them for every job."""
+    """The job metrics' children for one (schedule namespace, queue, kind), looked up once:
+    ``.labels()`` costs about as much as the update itself, and the worker updates them for
+    every job."""
 
     __slots__ = (
         "cancelled",
@@ -161,15 +169,15 @@ class JobMeter:
         "timed_out",
     )
 
-    def __init__(self, queue: str, kind: str, *, enabled: bool = True) -> None:
+    def __init__(self, *labels: str, enabled: bool = True) -> None:
         off = _Off()
-        self.claimed: _Count = JOBS_CLAIMED.labels(queue, kind) if enabled else off
-        self.latency: _Observe = JOB_QUEUE_LATENCY.labels(queue, kind) if enabled else off
-        self.duration: _Observe = JOB_DURATION.labels(queue, kind) if enabled else off
-        self.recovered: _Count = LEASE_RECOVERIES.labels(queue, kind) if enabled else off
+        self.claimed: _Count = JOBS_CLAIMED.labels(*labels) if enabled else off
+        self.latency: _Observe = JOB_QUEUE_LATENCY.labels(*labels) if enabled else off
+        self.duration: _Observe = JOB_DURATION.labels(*labels) if enabled else off
+        self.recovered: _Count = LEASE_RECOVERIES.labels(*labels) if enabled else off
 
         def outcome(name: str) -> _Count:
-            return JOBS_COMPLETED.labels(queue, kind, name) if enabled else off
+            return JOBS_COMPLETED.labels(*labels, name) if enabled else off
 
         self.succeeded = outcome("succeeded")
         self.retried = outcome("retried")
@@ -179,47 +187,52 @@ class JobMeter:
 
 
 class JobMeters:
-    """A :class:`JobMeter` per (queue, kind), made on first use. ``enabled=False`` gives
-    meters that record nothing, and tells the worker to skip its per-job bookkeeping (the
-    benchmark's baseline)."""
+    """A :class:`JobMeter` per (schedule namespace, queue, kind), made on first use.
+    ``enabled=False`` gives meters that record nothing, and tells the worker to skip its
+    per-job bookkeeping (the benchmark's baseline)."""
 
     def __init__(self, *, enabled: bool = True) -> None:
         self.enabled = enabled
-        self._meters: dict[tuple[str, str], JobMeter] = {}
+        self._meters: dict[tuple[str, str, str], JobMeter] = {}
 
-    def __call__(self, queue: str, kind: str) -> JobMeter:
-        meter = self._meters.get((queue, kind))
+    def __call__(self, schedule_namespace: str | None, queue: str, kind: str) -> JobMeter:
+        """``schedule_namespace`` None: the job has no schedule (:data:`NO_SCHEDULE`)."""
+        key = (schedule_namespace or NO_SCHEDULE, queue, kind)
+        meter = self._meters.get(key)
         if meter is None:
-            meter = self._meters[queue, kind] = JobMeter(queue, kind, enabled=self.enabled)
+            meter = self._meters[key] = JobMeter(*key, enabled=self.enabled)
         return meter
+
+    def of(self, job: Job) -> JobMeter:
+        return self(job.schedule and job.schedule.namespace, job.queue, job.kind)
 
 
 # --- schedules (counted by the worker that fires) --------------------------------------
 SCHEDULE_OCCURRENCES = Counter(
     "tickwork_schedule_occurrences_total",
     "Occurrences that became jobs.",
-    ["namespace", "schedule", "queue", "kind"],
+    ["schedule_namespace", "schedule", "queue", "kind"],
 )
 SCHEDULE_SKIPPED = Counter(
     "tickwork_schedule_skipped_occurrences_total",
     "Occurrences that did not become jobs, by reason: misfire, overlap.",
-    ["namespace", "schedule", "queue", "kind", "reason"],
+    ["schedule_namespace", "schedule", "queue", "kind", "reason"],
 )
 SCHEDULE_FIRING_LAG = Histogram(
     "tickwork_schedule_firing_lag_seconds",
     "Time from an occurrence's due instant to its job's insertion.",
-    ["namespace"],
+    ["schedule_namespace"],
     buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
 )
 SCHEDULE_LAST_FIRE = Gauge(
     "tickwork_schedule_last_fire_timestamp_seconds",
     "Unix time of the last occurrence fired by this worker.",
-    ["namespace", "schedule"],
+    ["schedule_namespace", "schedule"],
 )
 SCHEDULE_FIRING_FAILURES = Counter(
     "tickwork_schedule_firing_failures_total",
     "Firings of a schedule that failed (its error is on its row); it was set aside for a retry.",
-    ["namespace", "schedule"],
+    ["schedule_namespace", "schedule"],
 )
 
 # --- fleet gauges (sampled from PostgreSQL by one worker at a time) --------------------
@@ -249,19 +262,19 @@ FLEET_DEAD_JOBS = Gauge(
 FLEET_SCHEDULES = Gauge(
     "tickwork_fleet_schedules",
     "Schedules per namespace and state: enabled, suspended, disabled.",
-    ["namespace", "state"],
+    ["schedule_namespace", "state"],
     registry=None,
 )
 FLEET_NAMESPACE_WORKERS = Gauge(
     "tickwork_fleet_namespace_workers",
     "Live workers offering each namespace that has enabled schedules (0: nothing fires them).",
-    ["namespace"],
+    ["schedule_namespace"],
     registry=None,
 )
 FLEET_OVERDUE_SCHEDULES = Gauge(
     "tickwork_fleet_overdue_schedules",
     "Enabled, unsuspended schedules whose next run is more than a minute overdue, per namespace.",
-    ["namespace"],
+    ["schedule_namespace"],
     registry=None,
 )
 FLEET_WORKERS = Gauge("tickwork_fleet_workers", "Live workers in the fleet.", registry=None)
@@ -322,7 +335,7 @@ FLEET = FreshGauges(
 OPERATOR_SYNCS = Counter(
     "tickwork_operator_syncs_total",
     "Namespace syncs by result: success, invalid, owned_elsewhere, database_error.",
-    ["namespace", "result"],
+    ["schedule_namespace", "result"],
 )
 OPERATOR_SYNC_DURATION = Histogram(
     "tickwork_operator_sync_duration_seconds",
@@ -338,4 +351,16 @@ OPERATOR_ERRORS = Counter(
     "tickwork_operator_errors_total",
     "Operator errors by source: watch, database.",
     ["source"],
+)
+
+# --- admin console --------------------------------------------------------------------
+ADMIN_LOGIN_FAILURES = Counter(
+    "tickwork_admin_login_failures_total",
+    "Failed console logins by method: form, basic, bearer.",
+    ["via"],
+)
+ADMIN_LOGIN_LOCKOUTS = Counter(
+    "tickwork_admin_login_lockouts_total",
+    "Console login lockouts started, by what they hold back: address, name, global.",
+    ["lock"],
 )

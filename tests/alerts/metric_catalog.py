@@ -16,8 +16,13 @@ import tickwork.metrics
 
 TARGET_LABELS = frozenset({"instance", "pod", "job"})
 """Labels Prometheus adds to every scraped series (the ServiceMonitor's target labels) that
-queries may group or match by. ``namespace`` is not here: in tickwork's series it is the
-schedule namespace, a label of the metrics themselves."""
+queries may group or match by. ``namespace`` (the pod's Kubernetes namespace, also added by
+the scrape) is left out on purpose: a query naming it is one written for the label tickwork
+called ``namespace`` before it became ``schedule_namespace`` (CHANGELOG.md)."""
+
+RESERVED_LABELS = frozenset({"namespace", "pod", "instance", "job", "service", "container"})
+"""Labels the scrape of a Kubernetes target sets: no tickwork metric may have one of its own
+(the scrape would rename it ``exported_<name>`` unless ``honorLabels`` is set)."""
 
 _NAME = re.compile(r"\btickwork_[A-Za-z0-9_]*")
 _SELECTOR = re.compile(r"\b(tickwork_[A-Za-z0-9_]*)\s*\{([^}]*)\}")

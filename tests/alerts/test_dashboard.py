@@ -27,7 +27,7 @@ GRAFANA_VARIABLES = {
     "$__interval": "1m",
     "$__range": "6h",
     "$queue": ".*",
-    "$namespace": ".*",
+    "$schedule_namespace": ".*",
 }
 
 

@@ -395,7 +395,7 @@ def _failing(conn: psycopg.Connection[Any], name: str) -> tuple[str | None, int,
 
 def _failures_counted(name: str) -> float:
     value = REGISTRY.get_sample_value(
-        "tickwork_schedule_firing_failures_total", {"namespace": NS, "schedule": name}
+        "tickwork_schedule_firing_failures_total", {"schedule_namespace": NS, "schedule": name}
     )
     return value or 0.0
 

@@ -178,14 +178,14 @@ async def test_counters_and_fleet_gauges_move_for_real_events(
     def wake_firing() -> None:
         conn.execute("SELECT pg_notify(%s, %s)", (firing.CHANNEL, NS))
 
-    ok_labels = {"queue": "default", "kind": "m.ok"}
+    scheduled = {"schedule_namespace": NS, "queue": "default", "kind": "m.ok"}
     async with running(worker):
         # Every schedule's first occurrence is on time.
         clock.set(at(60))
         await until(
             server.port,
             lambda s: (
-                moved(s, "tickwork_jobs_completed_total", **ok_labels, outcome="succeeded") == 2
+                moved(s, "tickwork_jobs_completed_total", **scheduled, outcome="succeeded") == 2
             ),
             "the first occurrences to run",
             wake_firing,
@@ -196,44 +196,46 @@ async def test_counters_and_fleet_gauges_move_for_real_events(
         after = await until(
             server.port,
             lambda s: (
-                moved(s, "tickwork_jobs_completed_total", **ok_labels, outcome="succeeded") == 3
+                moved(s, "tickwork_jobs_completed_total", **scheduled, outcome="succeeded") == 3
             ),
             "the second occurrence to run",
             wake_firing,
         )
         occurrences = "tickwork_schedule_occurrences_total"
-        assert moved(after, occurrences, namespace=NS, schedule="fired", **ok_labels) == 2
-        assert moved(after, occurrences, namespace=NS, schedule="late", **ok_labels) == 1
+        assert moved(after, occurrences, schedule="fired", **scheduled) == 2
+        assert moved(after, occurrences, schedule="late", **scheduled) == 1
         held = {"queue": HELD_QUEUE, "kind": "m.hold"}
-        assert moved(after, occurrences, namespace=NS, schedule="busy", **held) == 1
+        assert moved(after, occurrences, schedule_namespace=NS, schedule="busy", **held) == 1
         skipped = "tickwork_schedule_skipped_occurrences_total"
-        late = {"namespace": NS, "schedule": "late", **ok_labels}
-        busy = {"namespace": NS, "schedule": "busy", **held}
+        late = {"schedule": "late", **scheduled}
+        busy = {"schedule_namespace": NS, "schedule": "busy", **held}
         assert moved(after, skipped, **late, reason="misfire") == 1
         assert moved(after, skipped, **late, reason="overlap") == 0
         assert moved(after, skipped, **busy, reason="overlap") == 1
-        assert moved(after, "tickwork_schedule_firing_lag_seconds_count", namespace=NS) == 4
-        assert moved(after, "tickwork_schedule_firing_lag_seconds_sum", namespace=NS) == 30
+        lag = "tickwork_schedule_firing_lag_seconds"
+        assert moved(after, f"{lag}_count", schedule_namespace=NS) == 4
+        assert moved(after, f"{lag}_sum", schedule_namespace=NS) == 30
         last_fire = after(
-            "tickwork_schedule_last_fire_timestamp_seconds", namespace=NS, schedule="fired"
+            "tickwork_schedule_last_fire_timestamp_seconds", schedule_namespace=NS, schedule="fired"
         )
         assert last_fire == at(120).timestamp()
-        assert moved(after, "tickwork_jobs_claimed_total", **ok_labels) == 3
-        assert moved(after, "tickwork_job_duration_seconds_count", **ok_labels) == 3
-        assert moved(after, "tickwork_job_queue_latency_seconds_count", **ok_labels) == 3
+        assert moved(after, "tickwork_jobs_claimed_total", **scheduled) == 3
+        assert moved(after, "tickwork_job_duration_seconds_count", **scheduled) == 3
+        assert moved(after, "tickwork_job_queue_latency_seconds_count", **scheduled) == 3
         # Claimed at 60 (two on time) and at 150 (the one due at 120).
-        assert moved(after, "tickwork_job_queue_latency_seconds_sum", **ok_labels) == 30
+        assert moved(after, "tickwork_job_queue_latency_seconds_sum", **scheduled) == 30
 
         # A retry, then a death; a timeout.
         await app.enqueue_async("m.flaky", {"secret": "not-in-metrics"})
         await app.enqueue_async("m.slow", {})
-        flaky_labels = {"queue": "default", "kind": "m.flaky"}
+        unscheduled = {"schedule_namespace": metrics.NO_SCHEDULE, "queue": "default"}
+        flaky_labels = {**unscheduled, "kind": "m.flaky"}
         completed = "tickwork_jobs_completed_total"
         await until(
             server.port,
             lambda s: (
                 moved(s, completed, **flaky_labels, outcome="retried") == 1
-                and moved(s, completed, queue="default", kind="m.slow", outcome="timed_out") == 1
+                and moved(s, completed, **unscheduled, kind="m.slow", outcome="timed_out") == 1
             ),
             "a retry and a timeout",
         )
@@ -253,7 +255,7 @@ async def test_counters_and_fleet_gauges_move_for_real_events(
             assert taken.id == job_id
         clock.set(at(300))
         await worker.maintain_once()
-        lost_labels = {"queue": "default", "kind": "m.lost"}
+        lost_labels = {**unscheduled, "kind": "m.lost"}
         after = await until(
             server.port,
             lambda s: moved(s, completed, **lost_labels, outcome="succeeded") == 1,
@@ -270,12 +272,13 @@ async def test_counters_and_fleet_gauges_move_for_real_events(
         assert after("tickwork_fleet_jobs", queue="default", status="dead") == 1
         assert after("tickwork_fleet_dead_jobs", queue="default") == 1
         assert after("tickwork_fleet_dead_jobs", queue=HELD_QUEUE) == 0
-        assert after("tickwork_fleet_schedules", namespace=NS, state="enabled") == 3
-        assert after("tickwork_fleet_schedules", namespace=NS, state="disabled") == 0
-        assert after("tickwork_fleet_schedules", namespace=IDLE_NS, state="enabled") == 1
-        assert after("tickwork_fleet_namespace_workers", namespace=NS) == 1
-        assert after("tickwork_fleet_namespace_workers", namespace=IDLE_NS) == 0
-        assert after("tickwork_fleet_overdue_schedules", namespace=IDLE_NS) == 1  # due at 60
+        assert after("tickwork_fleet_schedules", schedule_namespace=NS, state="enabled") == 3
+        assert after("tickwork_fleet_schedules", schedule_namespace=NS, state="disabled") == 0
+        assert after("tickwork_fleet_schedules", schedule_namespace=IDLE_NS, state="enabled") == 1
+        assert after("tickwork_fleet_namespace_workers", schedule_namespace=NS) == 1
+        assert after("tickwork_fleet_namespace_workers", schedule_namespace=IDLE_NS) == 0
+        overdue = "tickwork_fleet_overdue_schedules"
+        assert after(overdue, schedule_namespace=IDLE_NS) == 1  # due at 60
 
     assert "not-in-metrics" not in after.text
     check = subprocess.run(
@@ -301,7 +304,8 @@ async def test_cancelling_a_running_job_counts_a_cancelled_attempt(
     worker = Worker(app, settings(database_url), clock=clock)
     server = probes(worker)
     await server.start()
-    labels = {"queue": "default", "kind": "m.cancel", "outcome": "cancelled"}
+    labels = {"schedule_namespace": "", "queue": "default", "kind": "m.cancel"}
+    labels["outcome"] = "cancelled"
     before = await scrape(server.port)
     async with running(worker):
         job_id = await app.enqueue_async("m.cancel", {})

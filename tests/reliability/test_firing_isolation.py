@@ -163,7 +163,7 @@ def _failures_exported(ports: dict[str, int], name: str) -> float:
         for family in text_string_to_metric_families(text):
             for sample in family.samples:
                 if sample.name == "tickwork_schedule_firing_failures_total" and sample.labels == {
-                    "namespace": BAD,
+                    "schedule_namespace": BAD,
                     "schedule": name,
                 }:
                     total += sample.value

@@ -38,7 +38,7 @@ async def run_once(
     async with conn.transaction():
         recovered = await store.arun(conn, store.recover_expired_leases(BATCH, now))
     for job in recovered:
-        meter = meters(job.queue, job.kind)
+        meter = meters(job.schedule_namespace, job.queue, job.kind)
         meter.recovered.inc()
         if job.status is JobStatus.DEAD:
             meter.dead.inc()

@@ -280,13 +280,12 @@ class Worker:
 
     def _count_claims(self, jobs: list[Job]) -> None:
         """Claims, and queue latency: run_at to the claim (both on the database's clock)."""
-        latencies: dict[tuple[str, str], list[float]] = {}
+        latencies: dict[metrics.JobMeter, list[float]] = {}
         for job in jobs:
             if job.started_at is not None:
                 latency = (job.started_at - job.run_at).total_seconds()
-                latencies.setdefault((job.queue, job.kind), []).append(latency)
-        for (queue, kind), values in latencies.items():
-            meter = self.meters(queue, kind)
+                latencies.setdefault(self.meters.of(job), []).append(latency)
+        for meter, values in latencies.items():
             meter.claimed.inc(len(values))
             meter.latency.observe_many(values)
 
@@ -398,7 +397,7 @@ class Worker:
             outcome: executor.Outcome = await executor.execute(job, task, self._threads)
             if self.meters.enabled:
                 elapsed = time.perf_counter() - started
-                self.meters(job.queue, job.kind).duration.observe(elapsed)
+                self.meters.of(job).duration.observe(elapsed)
         except asyncio.CancelledError:
             slot.uncancel()
             if job.id in self._lost:
@@ -459,7 +458,7 @@ class Worker:
                 ),
             )
             return
-        self.meters(job.queue, job.kind).cancelled.inc()
+        self.meters.of(job).cancelled.inc()
         log.info(
             "job cancelled",
             extra=fields(
@@ -476,7 +475,7 @@ class Worker:
         decision = retry.after_failure(job, task)
         now = self.clock.now()
         error = failure.error
-        meter = self.meters(job.queue, job.kind)
+        meter = self.meters.of(job)
         async with self.pool.connection() as conn:
             if isinstance(decision, retry.GiveUp):
                 if await deaths.mark_dead(conn, job, task, error, now):
@@ -575,13 +574,13 @@ class Worker:
                 )
         if not self.meters.enabled:
             return
-        succeeded: dict[tuple[str, str], int] = {}
+        succeeded: dict[metrics.JobMeter, int] = {}
         for job in jobs:
             if job.id in applied:
-                key = (job.queue, job.kind)
-                succeeded[key] = succeeded.get(key, 0) + 1
-        for (queue, kind), count in succeeded.items():
-            self.meters(queue, kind).succeeded.inc(count)
+                meter = self.meters.of(job)
+                succeeded[meter] = succeeded.get(meter, 0) + 1
+        for meter, count in succeeded.items():
+            meter.succeeded.inc(count)
 
     # --- leases and maintenance --------------------------------------------------------
 

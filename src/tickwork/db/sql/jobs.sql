@@ -195,7 +195,7 @@ SET status = e.outcome,
     version = j.version + 1
 FROM expired e
 WHERE j.id = e.id
-RETURNING j.id, j.queue, j.kind, j.picked_by, j.status;
+RETURNING j.id, j.queue, j.kind, j.picked_by, j.status, j.schedule_namespace;
 
 -- name: job_lock_dead_hooks_pending
 -- Dead jobs of kinds this worker registers whose on_dead hook has not run (lease recovery made
