@@ -4,12 +4,15 @@ and ``/readyz`` (the database answers and its migrations are current).
 
 Checks are passed in: ``liveness`` is a plain function (no I/O; it looks at the process's own
 state), ``readiness`` a coroutine function. Each returns ``None`` when all is well, otherwise
-the reason, which becomes the 503 response's body.
+the reason, which becomes the 503 response's body. The probes need no login, so a reason
+never carries a driver's message (it names hosts, ports and users): that goes to the log.
+Answers name no library version (``Server: tickwork``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 
 import prometheus_client
@@ -17,11 +20,16 @@ from aiohttp import web
 
 from tickwork.db import migrate
 from tickwork.errors import TickworkError
+from tickwork.logs import fields
+
+log = logging.getLogger(__name__)
 
 Liveness = Callable[[], str | None]
 Readiness = Callable[[], Awaitable[str | None]]
 
 READINESS_TIMEOUT_SECONDS = 5.0
+SERVER = "tickwork"
+"""The ``Server`` header of every answer."""
 
 
 def always_alive() -> str | None:
@@ -39,10 +47,15 @@ def database_readiness(url: str) -> Readiness:
             )
         except TimeoutError:
             return f"database did not answer within {READINESS_TIMEOUT_SECONDS:g}s"
-        except TickworkError as exc:
+        except TickworkError as exc:  # ours: a migration changed since it was applied
             return str(exc)
-        except Exception as exc:  # any driver error means "not ready", never a crash
-            return f"database unavailable: {type(exc).__name__}: {exc}".strip()
+        except Exception:  # any error means "not ready", never a crash
+            log.warning(
+                "readiness: database unavailable",
+                exc_info=True,
+                extra=fields(action="readiness_failed"),
+            )
+            return "database unavailable: the reason is in the server's log"
         pending = [s.migration.name for s in states if not s.applied]
         if pending:
             return "migrations pending: " + ", ".join(pending)
@@ -75,6 +88,20 @@ def probe_routes(
     return [web.get("/metrics", metrics), web.get("/healthz", healthz), web.get("/readyz", readyz)]
 
 
+@web.middleware
+async def server_name(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    """``Server: tickwork`` on every answer, errors included."""
+    try:
+        response = await handler(request)
+    except web.HTTPException as exc:
+        exc.headers["Server"] = SERVER
+        raise
+    response.headers["Server"] = SERVER
+    return response
+
+
 class ProbeServer:
     """Serve ``/metrics``, ``/healthz`` and ``/readyz`` on ``host:port`` (port 0 picks a free
     one; :attr:`port` tells which after :meth:`start`)."""
@@ -94,7 +121,7 @@ class ProbeServer:
         self._runner: web.AppRunner | None = None
 
     async def start(self) -> None:
-        app = web.Application()
+        app = web.Application(middlewares=[server_name])
         app.add_routes(self._routes)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()

@@ -71,10 +71,20 @@ async def test_wrong_credentials_are_401(client: TestClient, authorization: str)
 
 async def test_bearer_and_basic_credentials_identify_the_caller(client: TestClient) -> None:
     bearer = await client.get("/api/whoami", headers=VIEWER)
-    assert await bearer.json() == {"name": "victor", "role": "viewer", "via": "bearer"}
+    assert await bearer.json() == {
+        "name": "victor",
+        "role": "viewer",
+        "via": "bearer",
+        "namespaces": None,
+    }
     token = base64.b64encode(f"alice:{OPERATOR_SECRET}".encode()).decode()
     basic = await client.get("/api/whoami", headers={"Authorization": f"Basic {token}"})
-    assert await basic.json() == {"name": "alice", "role": "operator", "via": "basic"}
+    assert await basic.json() == {
+        "name": "alice",
+        "role": "operator",
+        "via": "basic",
+        "namespaces": None,
+    }
 
 
 async def test_failed_logins_lock_the_address_out(client: TestClient) -> None:

@@ -7,7 +7,14 @@ from __future__ import annotations
 import pytest
 
 from tickwork.admin import html
-from tickwork.admin.auth import Credentials, FailureLimiter, Role, Sessions, parse_credentials
+from tickwork.admin.auth import (
+    Credentials,
+    FailureLimiter,
+    Lock,
+    Role,
+    Sessions,
+    parse_credentials,
+)
 from tickwork.cli import main
 from tickwork.errors import ConfigurationError
 
@@ -23,8 +30,14 @@ class Clock:
 
 
 def test_parse_credentials() -> None:
-    found = parse_credentials(f"# the team\n{GOOD}\n", "env")
-    assert [(c.name, c.role) for c in found] == [("alice", Role.OPERATOR), ("bob", Role.VIEWER)]
+    found = parse_credentials(
+        f"# the team\n{GOOD}\nteam-a:operator@team-a,ops:team-a-secret-0123", "env"
+    )
+    assert [(c.name, c.role, c.namespaces) for c in found] == [
+        ("alice", Role.OPERATOR, None),
+        ("bob", Role.VIEWER, None),
+        ("team-a", Role.OPERATOR, frozenset({"team-a", "ops"})),
+    ]
     assert "secret" not in repr(found)
     assert Credentials(found).check_password("bob", "bob:with:colons-0123")
 
@@ -33,14 +46,16 @@ def test_parse_credentials() -> None:
     ("text", "message"),
     [
         ("alice:admin:alice-secret-0123456789", "role must be viewer or operator"),
+        ("alice:viewer@:alice-secret-0123456789", "schedule namespaces separated by commas"),
+        ("alice:viewer@a,,b:alice-secret-0123456789", "schedule namespaces separated by commas"),
         ("alice:viewer:short", "at least 16 characters"),
         (":viewer:alice-secret-0123456789", "NAME:ROLE:SECRET"),
-        ("a:viewer:alice-secret-0123456789 a:viewer:alice-secret-0123456789", "twice"),
+        ("a:viewer:alice-secret-0123456789 a:viewer:alice-secret-9876543210", "the same name"),
     ],
 )
 def test_bad_credentials_are_refused_without_showing_the_secret(text: str, message: str) -> None:
     with pytest.raises(ConfigurationError, match=message) as error:
-        parse_credentials(text, "file.txt")
+        Credentials(parse_credentials(text, "file.txt"))
     assert "alice-secret" not in str(error.value)
 
 
@@ -80,25 +95,20 @@ def test_sessions_expire_and_resist_tampering() -> None:
 
 def test_failed_logins_lock_out_then_expire() -> None:
     clock = Clock()
-    limiter = FailureLimiter(max_failures=3, window_seconds=60, lockout_seconds=30, clock=clock)
+    limiter = FailureLimiter(
+        max_failures=3, max_global_failures=100, window_seconds=60, lockout_seconds=30, clock=clock
+    )
     for _ in range(2):
-        limiter.failed(["a"])
-    assert limiter.retry_after(["a"]) == 0
-    limiter.failed(["a"])
-    assert limiter.retry_after(["a", "b"]) == 30
+        assert limiter.failed("a", None) == []
+    assert limiter.retry_after("a", None) == 0
+    assert limiter.failed("a", None) == [Lock.ADDRESS]
+    assert limiter.retry_after("a", "bob") == 30 and limiter.retry_after("b", None) == 0
     clock.now += 31
-    assert limiter.retry_after(["a"]) == 0
+    assert limiter.retry_after("a", None) == 0
     clock.now += 100  # old failures leave the window
-    limiter.failed(["a"])
-    limiter.failed(["a"])
-    assert limiter.retry_after(["a"]) == 0
-
-
-def test_the_limiter_forgets_the_oldest_keys_first() -> None:
-    limiter = FailureLimiter(max_failures=1, window_seconds=60, lockout_seconds=30, max_keys=2)
-    for key in ("a", "b", "c"):
-        limiter.failed([key])
-    assert limiter.retry_after(["a"]) == 0 and limiter.retry_after(["c"]) > 0
+    limiter.failed("a", None)
+    limiter.failed("a", None)
+    assert limiter.retry_after("a", None) == 0
 
 
 def test_html_escapes_all_but_markup() -> None:

@@ -5,6 +5,9 @@ record with who, why, the request id, and the target's snapshot before and after
 Idempotent twice over: an action repeated under the same request id (a resubmitted form, a
 client's retry) finds its audit record and changes nothing; and an action whose effect is
 already there (cancelling a cancelled job) changes nothing and records nothing.
+
+A caller scoped to some schedule namespaces acts only on their schedules and jobs; anything
+else raises :class:`reads.OutOfScope` (403) before any change.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from tickwork.admin.reads import job_target, schedule_target
+from tickwork.admin.reads import job_target, require, schedule_target
 from tickwork.db import admin as admin_db
 from tickwork.db import store
 from tickwork.db.connections import Connection
@@ -97,7 +100,12 @@ def _replayed(
 
 
 def act_on_job(
-    conn: Connection, action: JobAction, job_id: int, actor: admin_db.Actor, now: datetime | None
+    conn: Connection,
+    action: JobAction,
+    job_id: int,
+    actor: admin_db.Actor,
+    now: datetime | None,
+    scope: admin_db.Scope,
 ) -> Outcome:
     """Apply ``action`` to the job in ``conn``'s transaction (the caller commits)."""
     target = job_target(job_id)
@@ -105,6 +113,7 @@ def act_on_job(
     locked = store.run(conn, admin_db.lock_job(job_id, now))
     if locked is None:
         raise JobNotFound(f"no job with id {job_id}")
+    require(scope, locked.namespace, f"job {job_id}")
     if earlier := _replayed(conn, action.value, target, actor, job_id):
         return earlier
     if reason := rule.settled(locked):
@@ -155,9 +164,15 @@ TRIGGER = "trigger"
 
 
 def trigger(
-    conn: Connection, namespace: str, name: str, actor: admin_db.Actor, now: datetime | None
+    conn: Connection,
+    namespace: str,
+    name: str,
+    actor: admin_db.Actor,
+    now: datetime | None,
+    scope: admin_db.Scope,
 ) -> Outcome:
     """One job of the schedule now, outside its timetable, in ``conn``'s transaction."""
+    require(scope, namespace, f"namespace {namespace}")
     target = schedule_target(namespace, name)
     locked = store.run(conn, admin_db.lock_schedule(namespace, name))
     if locked is None:

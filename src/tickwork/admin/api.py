@@ -51,63 +51,81 @@ def _console(request: web.Request) -> Console:
     return request.app[CONSOLE]
 
 
+def _scope(request: web.Request) -> admin_db.Scope:
+    return request[IDENTITY].namespaces
+
+
 async def whoami(request: web.Request) -> web.Response:
     identity = request[IDENTITY]
-    return answer({"name": identity.name, "role": identity.role, "via": identity.via})
+    namespaces = None if identity.namespaces is None else sorted(identity.namespaces)
+    return answer(
+        {
+            "name": identity.name,
+            "role": identity.role,
+            "via": identity.via,
+            "namespaces": namespaces,
+        }
+    )
 
 
 async def overview(request: web.Request) -> web.Response:
-    console = _console(request)
-    return answer(await console.run(lambda conn, now: reads.overview(conn, console.settings, now)))
+    console, scope = _console(request), _scope(request)
+    return answer(
+        await console.run(lambda conn, now: reads.overview(conn, console.settings, now, scope))
+    )
 
 
 async def schedules(request: web.Request) -> web.Response:
-    console = _console(request)
+    console, scope = _console(request), _scope(request)
     namespace = inputs.text(request.query, "namespace")
     after = inputs.schedule_key(request.query)
     return answer(
         await console.run(
             lambda conn, now: reads.schedules(
-                conn, console.settings, now, namespace=namespace, after=after
+                conn, console.settings, now, namespace=namespace, after=after, scope=scope
             )
         )
     )
 
 
 async def schedule(request: web.Request) -> web.Response:
-    console = _console(request)
-    namespace, name = request.match_info["namespace"], request.match_info["name"]
+    console, scope = _console(request), _scope(request)
+    namespace, name = inputs.schedule_ref(request.match_info)
     return answer(
         await console.run(
-            lambda conn, now: reads.schedule(conn, console.settings, now, namespace, name)
+            lambda conn, now: reads.schedule(conn, console.settings, now, namespace, name, scope)
         )
     )
 
 
 async def jobs(request: web.Request) -> web.Response:
-    console = _console(request)
+    console, scope = _console(request), _scope(request)
     where = inputs.job_filter(request.query)
     before = inputs.number(request.query, "before")
     return answer(
         await console.run(
-            lambda conn, now: reads.jobs(conn, console.settings, now, where=where, before=before)
+            lambda conn, now: reads.jobs(
+                conn, console.settings, now, where=where, before=before, scope=scope
+            )
         )
     )
 
 
 async def job(request: web.Request) -> web.Response:
-    console = _console(request)
+    console, scope = _console(request), _scope(request)
     job_id = int(request.match_info["id"])
     return answer(
-        await console.run(lambda conn, now: reads.job(conn, console.settings, now, job_id))
+        await console.run(lambda conn, now: reads.job(conn, console.settings, now, job_id, scope))
     )
 
 
 async def audit(request: web.Request) -> web.Response:
-    console = _console(request)
+    console, scope = _console(request), _scope(request)
     before = inputs.number(request.query, "before")
     return answer(
-        await console.run(lambda conn, now: reads.audit(conn, console.settings, before=before))
+        await console.run(
+            lambda conn, now: reads.audit(conn, console.settings, before=before, scope=scope)
+        )
     )
 
 
@@ -116,11 +134,11 @@ async def audit(request: web.Request) -> web.Response:
 
 async def _actor(request: web.Request) -> admin_db.Actor:
     body: Any = {}
-    if request.can_read_body:
+    if request.body_exists:  # read already (within the time limit) by the server
         try:
             body = await request.json()
-        except ValueError:
-            raise InvalidInput("body", "not valid JSON") from None
+        except (ValueError, RecursionError):
+            raise InvalidInput("body", "not valid JSON (or nested too deeply)") from None
     if not isinstance(body, dict):
         raise InvalidInput("body", "must be a JSON object")
     return admin_db.Actor(
@@ -131,21 +149,21 @@ async def _actor(request: web.Request) -> admin_db.Actor:
 
 
 async def job_action(request: web.Request) -> web.Response:
-    console = _console(request)
+    console, scope = _console(request), _scope(request)
     job_id = int(request.match_info["id"])
     action = JOB_ACTIONS[request.match_info["action"]]
     actor = await _actor(request)
     outcome = await console.run(
-        lambda conn, now: actions.act_on_job(conn, action, job_id, actor, now)
+        lambda conn, now: actions.act_on_job(conn, action, job_id, actor, now, scope)
     )
     return answer({**plain(outcome), "request_id": actor.request_id})
 
 
 async def trigger(request: web.Request) -> web.Response:
-    console = _console(request)
-    namespace, name = request.match_info["namespace"], request.match_info["name"]
+    console, scope = _console(request), _scope(request)
+    namespace, name = inputs.schedule_ref(request.match_info)
     actor = await _actor(request)
     outcome = await console.run(
-        lambda conn, now: actions.trigger(conn, namespace, name, actor, now)
+        lambda conn, now: actions.trigger(conn, namespace, name, actor, now, scope)
     )
     return answer({**plain(outcome), "request_id": actor.request_id})

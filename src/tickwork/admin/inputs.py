@@ -17,12 +17,16 @@ STATUSES = (*(s.value for s in JobStatus), FAILING)
 MAX_TEXT = 253
 MAX_REASON = 500
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_NUMBER = re.compile(r"[0-9]{1,18}")
 
 
 def text(query: Mapping[str, str], name: str) -> str | None:
     value = query.get(name, "").strip()
     if len(value) > MAX_TEXT:
         raise InvalidInput(name, f"at most {MAX_TEXT} characters")
+    if _CONTROL.search(value):
+        raise InvalidInput(name, "contains a control character")
     return value or None
 
 
@@ -30,8 +34,8 @@ def number(query: Mapping[str, str], name: str) -> int | None:
     value = query.get(name, "").strip()
     if not value:
         return None
-    if not value.isdigit() or len(value) > 18:
-        raise InvalidInput(name, "must be a positive whole number")
+    if not _NUMBER.fullmatch(value):
+        raise InvalidInput(name, "must be a positive whole number (digits 0-9, at most 18)")
     return int(value)
 
 
@@ -49,6 +53,15 @@ def job_filter(query: Mapping[str, str]) -> admin_db.JobFilter:
     )
 
 
+def schedule_ref(match: Mapping[str, str]) -> tuple[str, str]:
+    """The (namespace, name) of a schedule's path."""
+    namespace, name = match["namespace"], match["name"]
+    for field, value in (("namespace", namespace), ("name", name)):
+        if len(value) > MAX_TEXT or _CONTROL.search(value):
+            raise InvalidInput(field, f"at most {MAX_TEXT} characters, no control character")
+    return namespace, name
+
+
 def schedule_key(query: Mapping[str, str]) -> tuple[str, str] | None:
     """The key of the last schedule of the previous page (``after_namespace``/``after_name``)."""
     namespace, name = text(query, "after_namespace"), text(query, "after_name")
@@ -60,8 +73,8 @@ def schedule_key(query: Mapping[str, str]) -> tuple[str, str] | None:
 def reason(value: object) -> str | None:
     if value is None:
         return None
-    if not isinstance(value, str) or len(value) > MAX_REASON:
-        raise InvalidInput("reason", f"must be text of at most {MAX_REASON} characters")
+    if not isinstance(value, str) or len(value) > MAX_REASON or "\x00" in value:
+        raise InvalidInput("reason", f"must be text of at most {MAX_REASON} characters, no NUL")
     return value.strip() or None
 
 

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from tickwork.admin import inputs, reads
-from tickwork.admin.auth import Role
+from tickwork.admin.auth import Namespaces, Role
 from tickwork.admin.html import Child, Html, el, join, link, path
 from tickwork.admin.security import CSRF_FIELD
 from tickwork.db import admin as admin_db
@@ -35,10 +35,17 @@ class Context:
     request_id: str
     """Fresh per page: a form submitted twice acts once."""
     flash: str | None = None
+    namespaces: Namespaces = None
+    """The schedule namespaces the user sees (None: all)."""
 
     @property
     def operator(self) -> bool:
         return self.role.allows(Role.OPERATOR)
+
+    @property
+    def who(self) -> str:
+        scope = "" if self.namespaces is None else " of " + ", ".join(sorted(self.namespaces))
+        return f"{self.user} ({self.role.value}{scope})"
 
 
 # --- small pieces ---------------------------------------------------------------------------
@@ -129,7 +136,7 @@ def layout(ctx: Context, title: str, *body: Child) -> Html:
     ]
     logout = el(
         "form",
-        el("span", f"{ctx.user} ({ctx.role.value})", class_="who"),
+        el("span", ctx.who, class_="who"),
         el("input", type="hidden", name=CSRF_FIELD, value=ctx.csrf_token),
         el("button", "Log out", type="submit"),
         method="post",

@@ -1,6 +1,10 @@
 """What the console shows, read in one transaction per request: one function per view, each
 returning a frozen page object that both the HTML page and the JSON API render. Every read
-is bounded (a LIMIT, keyset pages), so a page costs the same with a million jobs."""
+is bounded (a LIMIT, keyset pages), so a page costs the same with a million jobs.
+
+Each read takes the caller's ``scope`` (schedule namespaces; None: all): a listing shows only
+what is in it, and asking for anything outside it (a namespace, a schedule, a job) raises
+:class:`OutOfScope` (403)."""
 
 from __future__ import annotations
 
@@ -22,6 +26,17 @@ MAX_ROWS = 1000
 RECENT_AUDIT = 10
 
 
+class OutOfScope(Exception):
+    """The target lies outside the caller's schedule namespaces."""
+
+
+def require(scope: admin_db.Scope, namespace: str | None, what: str) -> None:
+    """Raise :class:`OutOfScope` unless ``scope`` covers ``namespace`` (jobs enqueued outside
+    any schedule, with no namespace, are covered only by the unscoped)."""
+    if scope is not None and namespace not in scope:
+        raise OutOfScope(f"{what} is outside your schedule namespaces ({', '.join(sorted(scope))})")
+
+
 def job_target(job_id: int) -> str:
     return f"job:{job_id}"
 
@@ -40,15 +55,20 @@ class Overview:
     recent_audit: list[admin_db.AuditRow]
 
 
-def overview(conn: Connection, settings: AdminSettings, now: datetime | None) -> Overview:
-    totals = store.run(conn, admin_db.totals(now))
+def overview(
+    conn: Connection, settings: AdminSettings, now: datetime | None, scope: admin_db.Scope
+) -> Overview:
+    totals = store.run(conn, admin_db.totals(now, scope))
+    live, window = settings.live_worker_seconds, settings.throughput_window_seconds
     return Overview(
         now=totals.now,
         totals=totals,
-        workers=store.run(conn, admin_db.workers(settings.live_worker_seconds, MAX_ROWS, now)),
-        queues=store.run(conn, admin_db.queues(settings.throughput_window_seconds, MAX_ROWS, now)),
-        orphans=store.run(conn, admin_db.orphans(settings.live_worker_seconds, MAX_ROWS, now)),
-        recent_audit=store.run(conn, admin_db.audit(None, before=None, limit=RECENT_AUDIT)),
+        workers=store.run(conn, admin_db.workers(live, MAX_ROWS, now, scope)),
+        queues=store.run(conn, admin_db.queues(window, MAX_ROWS, now, scope)),
+        orphans=store.run(conn, admin_db.orphans(live, MAX_ROWS, now, scope)),
+        recent_audit=store.run(
+            conn, admin_db.audit(None, before=None, limit=RECENT_AUDIT, scope=scope)
+        ),
     )
 
 
@@ -68,15 +88,21 @@ def schedules(
     *,
     namespace: str | None,
     after: tuple[str, str] | None,
+    scope: admin_db.Scope,
 ) -> SchedulesPage:
+    if namespace is not None:
+        require(scope, namespace, f"namespace {namespace}")
     size = settings.page_size
-    rows = store.run(conn, admin_db.schedules(namespace=namespace, after=after, limit=size + 1))
+    rows = store.run(
+        conn, admin_db.schedules(namespace=namespace, after=after, limit=size + 1, scope=scope)
+    )
     more = len(rows) > size
     rows = rows[:size]
     return SchedulesPage(
         namespace=namespace,
         namespaces=store.run(
-            conn, admin_db.namespaces(namespace, settings.live_worker_seconds, MAX_ROWS, now)
+            conn,
+            admin_db.namespaces(namespace, settings.live_worker_seconds, MAX_ROWS, now, scope),
         ),
         schedules=rows,
         next_after=(rows[-1].namespace, rows[-1].name) if more else None,
@@ -99,10 +125,14 @@ def jobs(
     *,
     where: admin_db.JobFilter,
     before: int | None,
+    scope: admin_db.Scope,
 ) -> JobsPage:
+    if where.namespace is not None:
+        require(scope, where.namespace, f"namespace {where.namespace}")
     size = settings.page_size
     rows = store.run(
-        conn, admin_db.jobs(where, before=before, limit=size + 1, error_chars=ERROR_CHARS)
+        conn,
+        admin_db.jobs(where, before=before, limit=size + 1, error_chars=ERROR_CHARS, scope=scope),
     )
     more = len(rows) > size
     rows = rows[:size]
@@ -110,7 +140,9 @@ def jobs(
         filter=where,
         jobs=rows,
         next_before=rows[-1].id if more else None,
-        orphans=store.run(conn, admin_db.orphans(settings.live_worker_seconds, MAX_ROWS, now)),
+        orphans=store.run(
+            conn, admin_db.orphans(settings.live_worker_seconds, MAX_ROWS, now, scope)
+        ),
     )
 
 
@@ -125,10 +157,17 @@ class JobDetail:
     audit: list[admin_db.AuditRow]
 
 
-def job(conn: Connection, settings: AdminSettings, now: datetime | None, job_id: int) -> JobDetail:
+def job(
+    conn: Connection,
+    settings: AdminSettings,
+    now: datetime | None,
+    job_id: int,
+    scope: admin_db.Scope,
+) -> JobDetail:
     found = store.run(conn, store.get_job(job_id))
     if found is None:
         raise JobNotFound(f"no job with id {job_id}")
+    require(scope, found.schedule.namespace if found.schedule else None, f"job {job_id}")
     seen = store.run(conn, admin_db.worker_seen(found.picked_by)) if found.picked_by else None
     instant = store.run(conn, store.database_now(now))
     return JobDetail(
@@ -137,7 +176,8 @@ def job(conn: Connection, settings: AdminSettings, now: datetime | None, job_id:
         due=found.run_at <= instant,
         now=instant,
         audit=store.run(
-            conn, admin_db.audit(job_target(job_id), before=None, limit=settings.page_size)
+            conn,
+            admin_db.audit(job_target(job_id), before=None, limit=settings.page_size, scope=None),
         ),
     )
 
@@ -152,15 +192,23 @@ class ScheduleDetail:
 
 
 def schedule(
-    conn: Connection, settings: AdminSettings, now: datetime | None, namespace: str, name: str
+    conn: Connection,
+    settings: AdminSettings,
+    now: datetime | None,
+    namespace: str,
+    name: str,
+    scope: admin_db.Scope,
 ) -> ScheduleDetail:
+    require(scope, namespace, f"namespace {namespace}")
     summaries = store.run(
-        conn, admin_db.schedules(namespace=namespace, name=name, after=None, limit=1)
+        conn, admin_db.schedules(namespace=namespace, name=name, after=None, limit=1, scope=None)
     )
     rows = store.run(conn, schedules_db.list_schedules(namespace, name))
     if not summaries or not rows:
         raise ScheduleNotFound(f"no schedule {name!r} in namespace {namespace!r}")
-    spaces = store.run(conn, admin_db.namespaces(namespace, settings.live_worker_seconds, 1, now))
+    spaces = store.run(
+        conn, admin_db.namespaces(namespace, settings.live_worker_seconds, 1, now, None)
+    )
     history = admin_db.JobFilter(namespace=namespace, schedule=name)
     return ScheduleDetail(
         summary=summaries[0],
@@ -168,11 +216,18 @@ def schedule(
         namespace=spaces[0],
         jobs=store.run(
             conn,
-            admin_db.jobs(history, before=None, limit=settings.page_size, error_chars=ERROR_CHARS),
+            admin_db.jobs(
+                history, before=None, limit=settings.page_size, error_chars=ERROR_CHARS, scope=None
+            ),
         ),
         audit=store.run(
             conn,
-            admin_db.audit(schedule_target(namespace, name), before=None, limit=settings.page_size),
+            admin_db.audit(
+                schedule_target(namespace, name),
+                before=None,
+                limit=settings.page_size,
+                scope=None,
+            ),
         ),
     )
 
@@ -183,9 +238,11 @@ class AuditPage:
     next_before: int | None
 
 
-def audit(conn: Connection, settings: AdminSettings, *, before: int | None) -> AuditPage:
+def audit(
+    conn: Connection, settings: AdminSettings, *, before: int | None, scope: admin_db.Scope
+) -> AuditPage:
     size = settings.page_size
-    rows = store.run(conn, admin_db.audit(None, before=before, limit=size + 1))
+    rows = store.run(conn, admin_db.audit(None, before=before, limit=size + 1, scope=scope))
     more = len(rows) > size
     rows = rows[:size]
     return AuditPage(records=rows, next_before=rows[-1].id if more else None)

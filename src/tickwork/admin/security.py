@@ -15,8 +15,11 @@ from collections.abc import Awaitable, Callable, Mapping
 from urllib.parse import urlsplit
 
 from aiohttp import web
+from multidict import MultiDictProxy
 
 from tickwork.admin.auth import Via
+from tickwork.errors import InvalidInput
+from tickwork.http import SERVER
 
 HEADERS: Mapping[str, str] = {
     "Content-Security-Policy": (
@@ -39,6 +42,7 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 def _secure(response: web.StreamResponse, cacheable: bool) -> None:
     for name, value in HEADERS.items():
         response.headers.setdefault(name, value)
+    response.headers["Server"] = SERVER
     if not cacheable:
         response.headers["Cache-Control"] = "no-store"
 
@@ -74,6 +78,14 @@ def is_json(request: web.Request) -> bool:
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 
 
+async def form(request: web.Request) -> MultiDictProxy[str | bytes | bytearray | web.FileField]:
+    """The request's form fields; a malformed body is an InvalidInput (400)."""
+    try:
+        return await request.post()
+    except (ValueError, AssertionError, RuntimeError) as exc:
+        raise InvalidInput("body", f"not a readable form ({type(exc).__name__})") from None
+
+
 async def csrf_problem(
     request: web.Request, via: Via, check_token: Callable[[str], bool]
 ) -> str | None:
@@ -84,7 +96,7 @@ async def csrf_problem(
         return None if is_json(request) else "send actions as application/json"
     token = request.headers.get(CSRF_HEADER)
     if token is None and request.content_type in FORM_TYPES:
-        field = (await request.post()).get(CSRF_FIELD)
+        field = (await form(request)).get(CSRF_FIELD)
         token = field if isinstance(field, str) else None
     if not token or not check_token(token):
         return "missing or invalid CSRF token"

@@ -2,8 +2,10 @@
 ``/readyz`` (public, like every tickwork process's probes), on one port.
 
 Middlewares, outermost first: security headers on every answer; errors mapped to status codes
-(never a stack trace, a connection string or a driver message); then authentication, the
-CSRF check and the operator role for anything that is not a GET.
+(never a stack trace, a connection string or a driver message; anything unforeseen is a 500
+with a generic message, logged); then authentication, the body read within
+``read_seconds``, the CSRF check and the operator role for anything that is not a GET. A
+connection idle (or sending its request headers) for longer than ``read_seconds`` is closed.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from importlib import resources
 from aiohttp import web
 
 from tickwork import http
-from tickwork.admin import api, pages, security, views
+from tickwork.admin import api, pages, reads, security, views
 from tickwork.admin.auth import Role
 from tickwork.admin.console import CONSOLE, IDENTITY, Console, Throttled
 from tickwork.db import connections
@@ -63,9 +65,14 @@ async def errors(request: web.Request, handler: security.Handler) -> web.StreamR
         return problem(request, 409, str(exc))
     except InvalidInput as exc:
         return problem(request, 400, str(exc))
+    except reads.OutOfScope as exc:
+        return problem(request, 403, str(exc))
     except connections.DatabaseError:
         log.exception("admin: database error", extra=fields(action="admin_database_error"))
         return problem(request, 503, "database error (details are in the server's log)")
+    except Exception:
+        log.exception("admin: internal error", extra=fields(action="admin_internal_error"))
+        return problem(request, 500, "internal error (details are in the server's log)")
 
 
 @web.middleware
@@ -74,7 +81,7 @@ async def authenticate(request: web.Request, handler: security.Handler) -> web.S
         return await handler(request)
     console = request.app[CONSOLE]
     try:
-        identity = console.identify(request)
+        identity = await console.identify(request)
     except Throttled as exc:
         wait = {"Retry-After": str(int(exc.retry_after) + 1)}
         return problem(request, 429, "too many failed logins: try again later", wait)
@@ -89,6 +96,10 @@ async def authenticate(request: web.Request, handler: security.Handler) -> web.S
         raise web.HTTPSeeOther(f"/login?next={request.rel_url.path_qs}")
     request[IDENTITY] = identity
     if request.method not in ("GET", "HEAD"):
+        try:
+            await asyncio.wait_for(request.read(), console.settings.read_seconds)
+        except TimeoutError:
+            return problem(request, 408, "the request's body was not sent in time")
         forged = await security.csrf_problem(request, identity.via, console.csrf_checker(identity))
         if forged:
             return problem(request, 403, forged)
@@ -111,7 +122,7 @@ def build(console: Console) -> web.Application:
         middlewares=[security.headers, errors, authenticate], client_max_size=MAX_BODY
     )
     app[CONSOLE] = console
-    job_id = r"{id:\d{1,18}}"
+    job_id = r"{id:[0-9]{1,18}}"
     action = r"{action:run-now|cancel|retry}"
     schedule = "{namespace}/{name}"
     app.add_routes(
@@ -146,7 +157,9 @@ def build(console: Console) -> web.Application:
 
 async def serve(console: Console, stop: asyncio.Event) -> None:
     """Serve on the configured host and port until ``stop`` is set."""
-    runner = web.AppRunner(build(console), access_log=None)
+    runner = web.AppRunner(
+        build(console), access_log=None, keepalive_timeout=console.settings.read_seconds
+    )
     await runner.setup()
     try:
         site = web.TCPSite(runner, console.settings.host, console.settings.port)

@@ -19,9 +19,15 @@ class AdminSettings:
     """How long a console login lasts."""
     max_login_failures: int = 5
     """Failed logins from one address, or for one name, within the window before a lockout."""
+    max_global_login_failures: int = 100
+    """Failed logins from anywhere within the window before every login is refused, but from
+    addresses where that user has logged in before."""
     login_window_seconds: float = 300.0
     lockout_seconds: float = 300.0
-    """How long a locked-out address or name is refused (429)."""
+    """How long a lockout lasts (429)."""
+    read_seconds: float = 15.0
+    """Longest a client may take to send a request's headers, or its body, or stay idle
+    between requests; then the connection is closed (408 for a late body)."""
     secure_cookies: bool = False
     """Mark the session cookie Secure (set it when users reach the console over HTTPS)."""
     live_worker_seconds: float = WorkerSettings.worker_ttl_seconds
@@ -36,10 +42,11 @@ class AdminSettings:
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
             raise ConfigurationError(f"port: {self.port} is not a TCP port")
-        if self.max_login_failures < 1:
-            raise ConfigurationError("max_login_failures: must be at least 1")
+        for name in ("max_login_failures", "max_global_login_failures"):
+            if getattr(self, name) < 1:
+                raise ConfigurationError(f"{name}: must be at least 1")
         if not 1 <= self.page_size <= 500:
             raise ConfigurationError("page_size: must be between 1 and 500")
-        for name in ("session_seconds", "login_window_seconds", "lockout_seconds"):
+        for name in ("session_seconds", "login_window_seconds", "lockout_seconds", "read_seconds"):
             if getattr(self, name) <= 0:
                 raise ConfigurationError(f"{name}: must be positive")

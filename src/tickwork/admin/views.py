@@ -8,8 +8,8 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
-from tickwork.admin import actions, inputs, pages, reads
-from tickwork.admin.console import CONSOLE, IDENTITY, SESSION_COOKIE, Console, Throttled
+from tickwork.admin import actions, inputs, pages, reads, security
+from tickwork.admin.console import CONSOLE, FORM, IDENTITY, SESSION_COOKIE, Console, Throttled
 from tickwork.admin.html import Html, link, path
 from tickwork.db import admin as admin_db
 
@@ -27,59 +27,69 @@ def _console(request: web.Request) -> Console:
     return request.app[CONSOLE]
 
 
+def _scope(request: web.Request) -> admin_db.Scope:
+    return request[IDENTITY].namespaces
+
+
 def _context(request: web.Request) -> pages.Context:
     flash = pages.FLASH.get(request.query.get("flash", ""))
     return _console(request).context(request[IDENTITY], flash)
 
 
 async def overview(request: web.Request) -> web.Response:
-    console = _console(request)
-    data = await console.run(lambda conn, now: reads.overview(conn, console.settings, now))
+    console, scope = _console(request), _scope(request)
+    data = await console.run(lambda conn, now: reads.overview(conn, console.settings, now, scope))
     return page(pages.overview(_context(request), data))
 
 
 async def schedules(request: web.Request) -> web.Response:
-    console = _console(request)
+    console, scope = _console(request), _scope(request)
     namespace = inputs.text(request.query, "namespace")
     after = inputs.schedule_key(request.query)
     data = await console.run(
         lambda conn, now: reads.schedules(
-            conn, console.settings, now, namespace=namespace, after=after
+            conn, console.settings, now, namespace=namespace, after=after, scope=scope
         )
     )
     return page(pages.schedules(_context(request), data))
 
 
 async def schedule(request: web.Request) -> web.Response:
-    console = _console(request)
-    namespace, name = request.match_info["namespace"], request.match_info["name"]
+    console, scope = _console(request), _scope(request)
+    namespace, name = inputs.schedule_ref(request.match_info)
     data = await console.run(
-        lambda conn, now: reads.schedule(conn, console.settings, now, namespace, name)
+        lambda conn, now: reads.schedule(conn, console.settings, now, namespace, name, scope)
     )
     return page(pages.schedule(_context(request), data))
 
 
 async def jobs(request: web.Request) -> web.Response:
-    console = _console(request)
+    console, scope = _console(request), _scope(request)
     where = inputs.job_filter(request.query)
     before = inputs.number(request.query, "before")
     data = await console.run(
-        lambda conn, now: reads.jobs(conn, console.settings, now, where=where, before=before)
+        lambda conn, now: reads.jobs(
+            conn, console.settings, now, where=where, before=before, scope=scope
+        )
     )
     return page(pages.jobs(_context(request), data))
 
 
 async def job(request: web.Request) -> web.Response:
-    console = _console(request)
+    console, scope = _console(request), _scope(request)
     job_id = int(request.match_info["id"])
-    data = await console.run(lambda conn, now: reads.job(conn, console.settings, now, job_id))
+    data = await console.run(
+        lambda conn, now: reads.job(conn, console.settings, now, job_id, scope)
+    )
     return page(pages.job(_context(request), data))
 
 
 async def audit(request: web.Request) -> web.Response:
-    console = _console(request)
+    console, scope = _console(request), _scope(request)
     before = inputs.number(request.query, "before")
-    data = await console.run(lambda conn, now: reads.audit(conn, console.settings, before=before))
+    data = await console.run(
+        lambda conn, now: reads.audit(conn, console.settings, before=before, scope=scope)
+    )
     return page(pages.audit(_context(request), data))
 
 
@@ -93,7 +103,7 @@ JOB_ACTIONS = {
 
 
 async def _actor(request: web.Request) -> admin_db.Actor:
-    form = await request.post()
+    form = await security.form(request)
     return admin_db.Actor(
         request[IDENTITY].name,
         inputs.reason(form.get("reason")),
@@ -108,22 +118,22 @@ def _flash(outcome: actions.Outcome) -> str:
 
 
 async def job_action(request: web.Request) -> web.Response:
-    console = _console(request)
+    console, scope = _console(request), _scope(request)
     job_id = int(request.match_info["id"])
     action = JOB_ACTIONS[request.match_info["action"]]
     actor = await _actor(request)
     outcome = await console.run(
-        lambda conn, now: actions.act_on_job(conn, action, job_id, actor, now)
+        lambda conn, now: actions.act_on_job(conn, action, job_id, actor, now, scope)
     )
     raise web.HTTPSeeOther(link(path("jobs", job_id), {"flash": _flash(outcome)}))
 
 
 async def trigger(request: web.Request) -> web.Response:
-    console = _console(request)
-    namespace, name = request.match_info["namespace"], request.match_info["name"]
+    console, scope = _console(request), _scope(request)
+    namespace, name = inputs.schedule_ref(request.match_info)
     actor = await _actor(request)
     outcome = await console.run(
-        lambda conn, now: actions.trigger(conn, namespace, name, actor, now)
+        lambda conn, now: actions.trigger(conn, namespace, name, actor, now, scope)
     )
     raise web.HTTPSeeOther(link(path("schedules", namespace, name), {"flash": _flash(outcome)}))
 
@@ -165,7 +175,7 @@ async def login_form(request: web.Request) -> web.Response:
 
 async def login(request: web.Request) -> web.Response:
     console = _console(request)
-    form = await request.post()
+    form = await security.form(request)
     next_path = _safe_next(form.get("next"))
     token, cookie = form.get("login_token"), request.cookies.get(LOGIN_COOKIE)
     if not isinstance(token, str) or not cookie or not secrets.compare_digest(token, cookie):
@@ -174,7 +184,7 @@ async def login(request: web.Request) -> web.Response:
     if not isinstance(name, str) or not isinstance(secret, str):
         return _login_page(request, next_path, "Give a name and a secret.", 400)
     try:
-        credential = console.check_login(request.remote or "?", name, secret)
+        credential = console.check_login(request.remote or "?", name, secret, FORM)
     except Throttled as exc:
         response = _login_page(request, next_path, "Too many failed logins: try again later.", 429)
         response.headers["Retry-After"] = str(int(exc.retry_after) + 1)
@@ -196,6 +206,7 @@ async def login(request: web.Request) -> web.Response:
 
 
 async def logout(request: web.Request) -> web.Response:
+    await _console(request).end_session(request[IDENTITY])
     response = web.HTTPSeeOther("/login")
     response.del_cookie(SESSION_COOKIE, path="/")
     raise response

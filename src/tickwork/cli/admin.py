@@ -3,7 +3,8 @@
 Off unless credentials are configured: the command refuses to start without at least one
 ``NAME:ROLE:SECRET`` entry (``--credentials-file``, ``$TICKWORK_ADMIN_CREDENTIALS_FILE``, or
 the entries themselves in ``$TICKWORK_ADMIN_CREDENTIALS``; secrets never on the command line,
-where ``ps`` shows them). It listens on 127.0.0.1 unless ``--host`` says otherwise.
+where ``ps`` shows them), and a credentials file that other users may read or change. It
+listens on 127.0.0.1 unless ``--host`` says otherwise.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import signal
+import stat
 from pathlib import Path
 
 from tickwork.admin import server
@@ -36,8 +38,9 @@ def register(subcommands: common.Subcommands) -> None:
         help="serve the admin console and its API",
         description="Serve the admin console (pages and a JSON API under /api/) with "
         "/metrics, /healthz and /readyz on one port. Refuses to start without credentials: "
-        f"NAME:ROLE:SECRET entries (role viewer or operator) in ${CREDENTIALS_ENV} or in the "
-        "file given by --credentials-file.",
+        f"NAME:ROLE:SECRET entries (role viewer or operator, or viewer@NS1,NS2 / "
+        f"operator@NS1,NS2 for some schedule namespaces only) in ${CREDENTIALS_ENV} or in the "
+        "file given by --credentials-file (readable by its owner and group only).",
     )
     parser.add_argument(
         "--host", help=f"address to listen on (default {_DEFAULTS.host}; env {HOST_ENV})"
@@ -98,26 +101,36 @@ def settings(args: argparse.Namespace, env: common.Env) -> AdminSettings:
     )
 
 
+def _read_private(path: str) -> str:
+    """The file's text, refused when other users may read or change it."""
+    try:
+        mode = Path(path).stat().st_mode
+        if mode & (stat.S_IROTH | stat.S_IWOTH):
+            raise ConfigurationError(
+                f"--credentials-file: {path} is readable or writable by every user (mode "
+                f"{stat.filemode(mode)}): make it 0600 or 0640 (a Secret volume: defaultMode 0440)"
+            )
+        return Path(path).read_text("utf-8")
+    except OSError as exc:
+        raise ConfigurationError(
+            f"--credentials-file: cannot read {path}: {exc.strerror}"
+        ) from None
+    except UnicodeDecodeError:
+        raise ConfigurationError(f"--credentials-file: {path} is not UTF-8 text") from None
+
+
 def credentials(args: argparse.Namespace, env: common.Env) -> Credentials:
+    """Every entry of the variable and the file; names and secrets must be unique."""
     found: list[Credential] = []
     if inline := env.get(CREDENTIALS_ENV):
         found += parse_credentials(inline, CREDENTIALS_ENV)
     if path := args.credentials_file or env.get(CREDENTIALS_FILE_ENV):
-        try:
-            text = Path(path).read_text("utf-8")
-        except OSError as exc:
-            raise ConfigurationError(
-                f"--credentials-file: cannot read {path}: {exc.strerror}"
-            ) from None
-        found += parse_credentials(text, path)
+        found += parse_credentials(_read_private(path), path)
     if not found:
         raise ConfigurationError(
             f"no admin credentials: set {CREDENTIALS_ENV} or --credentials-file "
             "(NAME:ROLE:SECRET entries); the console never runs without authentication"
         )
-    names = [c.name for c in found]
-    if len(set(names)) != len(names):
-        raise ConfigurationError("admin credentials: a name is listed twice")
     return Credentials(found)
 
 

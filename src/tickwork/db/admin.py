@@ -1,10 +1,15 @@
 """Operations of the admin console (``db/sql/admin.sql``): builders of :class:`store.Op` and
 the typed rows they return. Reads are bounded (a LIMIT, keyset pages); the action helpers
-lock their target, snapshot it, and write the audit record with the snapshot after."""
+lock their target, snapshot it, and write the audit record with the snapshot after.
+
+Reads take a ``scope``: the schedule namespaces the caller may see (None: all). Scoped, they
+count and list only jobs of those namespaces' schedules (never jobs enqueued outside any
+schedule), those namespaces and their schedules, the workers that fire them (with only those
+namespaces named), and the audit records of those jobs and schedules."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -17,6 +22,14 @@ from tickwork.model import JobId, JobStatus
 
 def _status(value: str | None) -> JobStatus | None:
     return None if value is None else JobStatus(value)
+
+
+Scope = Collection[str] | None
+"""Schedule namespaces a reader may see; None: every one."""
+
+
+def _scope(scope: Scope) -> list[str] | None:
+    return None if scope is None else sorted(scope)
 
 
 def read_limit(milliseconds: int) -> Op[None]:
@@ -42,10 +55,12 @@ class WorkerRow:
     running: int
 
 
-def workers(ttl_seconds: float, limit: int, now: datetime | None) -> Op[list[WorkerRow]]:
+def workers(
+    ttl_seconds: float, limit: int, now: datetime | None, scope: Scope
+) -> Op[list[WorkerRow]]:
     return Op(
         "admin_workers",
-        {"ttl_seconds": ttl_seconds, "limit": limit, "now": now},
+        {"ttl_seconds": ttl_seconds, "limit": limit, "now": now, "scope": _scope(scope)},
         lambda rows: [WorkerRow(*row) for row in rows],
     )
 
@@ -65,10 +80,12 @@ class QueueRow:
     dead: int
 
 
-def queues(window_seconds: float, limit: int, now: datetime | None) -> Op[list[QueueRow]]:
+def queues(
+    window_seconds: float, limit: int, now: datetime | None, scope: Scope
+) -> Op[list[QueueRow]]:
     return Op(
         "admin_queues",
-        {"window_seconds": window_seconds, "limit": limit, "now": now},
+        {"window_seconds": window_seconds, "limit": limit, "now": now, "scope": _scope(scope)},
         lambda rows: [QueueRow(row[0], *(int(v) for v in row[1:])) for row in rows],
     )
 
@@ -83,10 +100,10 @@ class Totals:
     now: datetime
 
 
-def totals(now: datetime | None) -> Op[Totals]:
+def totals(now: datetime | None, scope: Scope) -> Op[Totals]:
     return Op(
         "admin_totals",
-        {"now": now},
+        {"now": now, "scope": _scope(scope)},
         lambda rows: Totals(
             dead_jobs=int(rows[0][0]),
             failing_jobs=int(rows[0][1]),
@@ -130,11 +147,17 @@ def _namespace(row: Row) -> NamespaceRow:
 
 
 def namespaces(
-    namespace: str | None, ttl_seconds: float, limit: int, now: datetime | None
+    namespace: str | None, ttl_seconds: float, limit: int, now: datetime | None, scope: Scope
 ) -> Op[list[NamespaceRow]]:
     return Op(
         "admin_namespaces",
-        {"namespace": namespace, "ttl_seconds": ttl_seconds, "limit": limit, "now": now},
+        {
+            "namespace": namespace,
+            "ttl_seconds": ttl_seconds,
+            "limit": limit,
+            "now": now,
+            "scope": _scope(scope),
+        },
         lambda rows: [_namespace(row) for row in rows],
     )
 
@@ -177,10 +200,12 @@ def schedules(
     name: str | None = None,
     after: tuple[str, str] | None,
     limit: int,
+    scope: Scope,
 ) -> Op[list[ScheduleSummary]]:
     return Op(
         "admin_schedules",
         {
+            "scope": _scope(scope),
             "namespace": namespace,
             "name": name,
             "after_namespace": after[0] if after else None,
@@ -238,11 +263,12 @@ def _job(row: Row) -> JobSummary:
 
 
 def jobs(
-    where: JobFilter, *, before: int | None, limit: int, error_chars: int
+    where: JobFilter, *, before: int | None, limit: int, error_chars: int, scope: Scope
 ) -> Op[list[JobSummary]]:
     return Op(
         "admin_jobs",
         {
+            "scope": _scope(scope),
             "status": None if where.status is None else where.status.value,
             "failing": where.failing,
             "kind": where.kind,
@@ -267,10 +293,12 @@ class OrphanRow:
     """Some live worker runs the kind, but none of those claims from the queue."""
 
 
-def orphans(ttl_seconds: float, limit: int, now: datetime | None) -> Op[list[OrphanRow]]:
+def orphans(
+    ttl_seconds: float, limit: int, now: datetime | None, scope: Scope
+) -> Op[list[OrphanRow]]:
     return Op(
         "admin_orphans",
-        {"ttl_seconds": ttl_seconds, "limit": limit, "now": now},
+        {"ttl_seconds": ttl_seconds, "limit": limit, "now": now, "scope": _scope(scope)},
         lambda rows: [OrphanRow(*row) for row in rows],
     )
 
@@ -294,10 +322,12 @@ class AuditRow:
     details: dict[str, Any]
 
 
-def audit(target: str | None, *, before: int | None, limit: int) -> Op[list[AuditRow]]:
+def audit(
+    target: str | None, *, before: int | None, limit: int, scope: Scope
+) -> Op[list[AuditRow]]:
     return Op(
         "admin_audit",
-        {"target": target, "before": before, "limit": limit},
+        {"target": target, "before": before, "limit": limit, "scope": _scope(scope)},
         lambda rows: [AuditRow(*row) for row in rows],
     )
 
@@ -322,6 +352,8 @@ def replay(request_id: str, action: str, target: str) -> Op[Replay | None]:
 class LockedJob:
     status: JobStatus
     due: bool
+    namespace: str | None
+    """The schedule namespace of the job (None: enqueued outside any schedule)."""
     snapshot: dict[str, Any]
 
 
@@ -389,3 +421,14 @@ def audit_schedule(
         before=Jsonb(dict(before)),
     )
     return Op("admin_audit_schedule", params, lambda rows: int(rows[0][0]))
+
+
+def session_ended(target: str) -> Op[bool]:
+    """A logout was recorded for the session ``target``."""
+    return Op("admin_session_ended", {"target": target}, lambda rows: bool(rows[0][0]))
+
+
+def end_session(target: str, actor: Actor, now: datetime | None) -> Op[int]:
+    params = _actor_params(actor, "logout", now)
+    params.update(target=target)
+    return Op("admin_end_session", params, lambda rows: int(rows[0][0]))

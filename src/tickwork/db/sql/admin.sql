@@ -1,25 +1,34 @@
 -- Queries of the admin console (tickwork.admin): bounded reads for its pages and the
 -- snapshots and audit records of its actions. Times come in as %(now)s: NULL means the
 -- database clock. Every listing has a LIMIT; pages are keyset pages (id or key order).
+-- %(scope)s is the reader's schedule namespaces (NULL: all); scoped, a read sees only jobs
+-- of those namespaces' schedules, those namespaces and their schedules.
 
 -- name: admin_read_limit
 -- Bound every statement of a console request's transaction.
 SELECT set_config('statement_timeout', %(milliseconds)s::text, true);
 
 -- name: admin_workers
--- Workers with their running jobs (counted in one pass over the running jobs).
+-- Workers with their running jobs (counted in one pass over the running jobs); scoped,
+-- the workers that fire one of the namespaces, naming only those.
 WITH running AS (
     SELECT picked_by, count(*) AS jobs
     FROM tickwork.jobs
     WHERE status = 'running'
+      AND (%(scope)s::text[] IS NULL OR schedule_namespace = ANY (%(scope)s::text[]))
     GROUP BY picked_by
 )
-SELECT w.name, w.queues, w.kinds, w.namespaces, w.concurrency, w.host, w.started_at,
+SELECT w.name, w.queues, w.kinds,
+       CASE WHEN %(scope)s::text[] IS NULL THEN w.namespaces
+            ELSE ARRAY(SELECT n FROM unnest(w.namespaces) AS n
+                       WHERE n = ANY (%(scope)s::text[])) END,
+       w.concurrency, w.host, w.started_at,
        w.last_seen_at,
        w.last_seen_at >= coalesce(%(now)s, now()) - make_interval(secs => %(ttl_seconds)s),
        coalesce(r.jobs, 0)
 FROM tickwork.workers w
 LEFT JOIN running r ON r.picked_by = w.name
+WHERE %(scope)s::text[] IS NULL OR w.namespaces && %(scope)s::text[]
 ORDER BY w.name
 LIMIT %(limit)s;
 
@@ -31,14 +40,15 @@ WITH counted AS (
            (status = 'available' AND run_at > coalesce(%(now)s, now()))::int AS later,
            (status = 'running')::int AS running,
            0 AS succeeded, 0 AS failed, 0 AS dead
-    FROM tickwork.jobs WHERE status IN ('available', 'running')
+    FROM tickwork.jobs WHERE status IN ('available', 'running') AND (%(scope)s::text[] IS NULL OR schedule_namespace = ANY (%(scope)s::text[]))
     UNION ALL
     SELECT queue, 0, 0, 0, (status = 'succeeded')::int, (status = 'dead')::int, 0
     FROM tickwork.jobs
     WHERE status IN ('succeeded', 'dead', 'cancelled')
       AND finished_at >= coalesce(%(now)s, now()) - make_interval(secs => %(window_seconds)s)
+      AND (%(scope)s::text[] IS NULL OR schedule_namespace = ANY (%(scope)s::text[]))
     UNION ALL
-    SELECT queue, 0, 0, 0, 0, 0, 1 FROM tickwork.jobs WHERE status = 'dead'
+    SELECT queue, 0, 0, 0, 0, 0, 1 FROM tickwork.jobs WHERE status = 'dead' AND (%(scope)s::text[] IS NULL OR schedule_namespace = ANY (%(scope)s::text[]))
 )
 SELECT queue, sum(due), sum(later), sum(running), sum(succeeded), sum(failed), sum(dead)
 FROM counted
@@ -47,12 +57,12 @@ ORDER BY queue
 LIMIT %(limit)s;
 
 -- name: admin_totals
-SELECT (SELECT count(*) FROM tickwork.jobs WHERE status = 'dead'),
+SELECT (SELECT count(*) FROM tickwork.jobs WHERE status = 'dead' AND (%(scope)s::text[] IS NULL OR schedule_namespace = ANY (%(scope)s::text[]))),
        (SELECT count(*) FROM tickwork.jobs
-        WHERE status = 'available' AND attempt > 0 AND last_error IS NOT NULL),
-       (SELECT coalesce(sum(skipped_occurrences), 0) FROM tickwork.schedules),
-       (SELECT count(*) FROM tickwork.schedules WHERE enabled),
-       (SELECT count(*) FROM tickwork.schedule_namespaces),
+        WHERE status = 'available' AND attempt > 0 AND last_error IS NOT NULL AND (%(scope)s::text[] IS NULL OR schedule_namespace = ANY (%(scope)s::text[]))),
+       (SELECT coalesce(sum(skipped_occurrences), 0) FROM tickwork.schedules WHERE (%(scope)s::text[] IS NULL OR namespace = ANY (%(scope)s::text[]))),
+       (SELECT count(*) FROM tickwork.schedules WHERE enabled AND (%(scope)s::text[] IS NULL OR namespace = ANY (%(scope)s::text[]))),
+       (SELECT count(*) FROM tickwork.schedule_namespaces WHERE (%(scope)s::text[] IS NULL OR namespace = ANY (%(scope)s::text[]))),
        coalesce(%(now)s, now());
 
 -- name: admin_namespaces
@@ -69,7 +79,8 @@ SELECT n.namespace, n.owner,
                                        - make_interval(secs => %(ttl_seconds)s))
 FROM tickwork.schedule_namespaces n
 LEFT JOIN tickwork.schedules s ON s.namespace = n.namespace
-WHERE %(namespace)s::text IS NULL OR n.namespace = %(namespace)s
+WHERE (%(namespace)s::text IS NULL OR n.namespace = %(namespace)s)
+  AND (%(scope)s::text[] IS NULL OR n.namespace = ANY (%(scope)s::text[]))
 GROUP BY n.namespace, n.owner
 ORDER BY n.namespace
 LIMIT %(limit)s;
@@ -94,6 +105,7 @@ LEFT JOIN LATERAL (
     LIMIT 1
 ) AS failure ON true
 WHERE (%(namespace)s::text IS NULL OR s.namespace = %(namespace)s)
+  AND (%(scope)s::text[] IS NULL OR s.namespace = ANY (%(scope)s::text[]))
   AND (%(name)s::text IS NULL OR s.name = %(name)s)
   AND (%(after_namespace)s::text IS NULL
        OR (s.namespace, s.name) > (%(after_namespace)s::text, %(after_name)s::text))
@@ -116,6 +128,7 @@ WHERE (%(status)s::tickwork.job_status IS NULL OR j.status = %(status)s::tickwor
   AND (%(kind)s::text IS NULL OR j.kind = %(kind)s)
   AND (%(queue)s::text IS NULL OR j.queue = %(queue)s)
   AND (%(namespace)s::text IS NULL OR j.schedule_namespace = %(namespace)s)
+  AND (%(scope)s::text[] IS NULL OR j.schedule_namespace = ANY (%(scope)s::text[]))
   AND (%(schedule)s::text IS NULL OR j.schedule_name = %(schedule)s)
   AND (%(before)s::bigint IS NULL OR j.id < %(before)s)
 ORDER BY j.id DESC
@@ -130,7 +143,7 @@ WITH live AS (
 pending AS (
     SELECT kind, queue, count(*) AS jobs, min(run_at) AS oldest_run_at
     FROM tickwork.jobs
-    WHERE status = 'available'
+    WHERE status = 'available' AND (%(scope)s::text[] IS NULL OR schedule_namespace = ANY (%(scope)s::text[]))
     GROUP BY kind, queue
 )
 SELECT p.kind, p.queue, p.jobs, p.oldest_run_at,
@@ -145,11 +158,20 @@ LIMIT %(limit)s;
 SELECT last_seen_at FROM tickwork.workers WHERE name = %(name)s;
 
 -- name: admin_audit
--- Audit records (of one target), newest first, as a keyset page.
+-- Audit records (of one target), newest first, as a keyset page; scoped, only those of the
+-- namespaces' schedules and of their jobs.
 SELECT id, at, actor, action, target, reason, request_id, details
 FROM tickwork.audit_log
 WHERE (%(target)s::text IS NULL OR target = %(target)s)
   AND (%(before)s::bigint IS NULL OR id < %(before)s)
+  AND (%(scope)s::text[] IS NULL OR CASE
+       WHEN target ~ '^job:[0-9]{1,18}$' THEN EXISTS (
+           SELECT 1 FROM tickwork.jobs j
+           WHERE j.id = substr(target, 5)::bigint
+             AND j.schedule_namespace = ANY (%(scope)s::text[]))
+       WHEN target LIKE 'schedule:%%'
+           THEN split_part(substr(target, 10), '/', 1) = ANY (%(scope)s::text[])
+       ELSE false END)
 ORDER BY id DESC
 LIMIT %(limit)s;
 
@@ -164,7 +186,7 @@ LIMIT 1;
 -- name: admin_job_lock
 -- A job before an action, locked: its status, whether it is due, and its snapshot (the same
 -- fields as the "after" snapshot of admin_audit_job).
-SELECT status, run_at <= coalesce(%(now)s, now()),
+SELECT status, run_at <= coalesce(%(now)s, now()), schedule_namespace,
        jsonb_build_object('status', status, 'run_at', run_at, 'attempt', attempt,
                           'max_attempts', max_attempts, 'version', version,
                           'picked_by', picked_by, 'lease_expires_at', lease_expires_at,
@@ -213,4 +235,15 @@ SELECT coalesce(%(now)s, now()), %(actor)s, %(action)s, %(target)s, %(reason)s,
                                        'last_job_status', last_job_status))
 FROM tickwork.schedules
 WHERE namespace = %(namespace)s AND name = %(name)s
+RETURNING id;
+
+-- name: admin_session_ended
+-- A logout ended this session (its handle is the target).
+SELECT EXISTS (SELECT 1 FROM tickwork.audit_log
+               WHERE target = %(target)s AND action = 'logout');
+
+-- name: admin_end_session
+INSERT INTO tickwork.audit_log (at, actor, action, target, reason, request_id, details)
+VALUES (coalesce(%(now)s, now()), %(actor)s, %(action)s, %(target)s, %(reason)s,
+        %(request_id)s, '{}'::jsonb)
 RETURNING id;
