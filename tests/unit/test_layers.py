@@ -23,6 +23,7 @@ PURE = [
     "tickwork.schedules.definition",
     "tickwork.schedules.manifests",
     "tickwork.schedules.policies",
+    "tickwork.schedules.tenancy",
     "tickwork.worker.retry",
     "tickwork.operator.translate",
     "tickwork.operator.desired",
