@@ -19,9 +19,15 @@ from tickwork.db import store
 
 OPERATOR_SECRET = "alice-secret-0123456789"
 VIEWER_SECRET = "victor-secret-0123456789"
-CREDENTIALS = f"alice:operator:{OPERATOR_SECRET}\nvictor:viewer:{VIEWER_SECRET}"
+TEAM_A_SECRET = "ann-secret-of-team-a-0123"
+"""ann: operator of schedule namespace team-a only."""
+CREDENTIALS = (
+    f"alice:operator:{OPERATOR_SECRET}\nvictor:viewer:{VIEWER_SECRET}\n"
+    f"ann:operator@team-a:{TEAM_A_SECRET}"
+)
 OPERATOR = {"Authorization": f"Bearer {OPERATOR_SECRET}"}
 VIEWER = {"Authorization": f"Bearer {VIEWER_SECRET}"}
+TEAM_A = {"Authorization": f"Bearer {TEAM_A_SECRET}"}
 
 XSS = '<script>alert("x")</script><img src=x onerror=alert(1)>'
 """User data that would run if a page did not escape it."""
