@@ -21,7 +21,9 @@ app = App()
 def hello(job: Job) -> None:
     """Print a greeting: ``{"name": "you"}``."""
     name = (job.payload or {}).get("name", "world")
-    print(f"Hello, {name}! (job {job.id})", flush=True)
+    # One write per line: print() writes the text and the newline separately, so lines from
+    # tasks running at once in threads would run together.
+    print(f"Hello, {name}! (job {job.id})\n", end="", flush=True)
 
 
 @app.task("examples.flaky", max_attempts=5, retry=Backoff(base=1, rate=2, max=10))
