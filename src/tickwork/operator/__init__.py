@@ -3,7 +3,8 @@ resource into PostgreSQL through the same desired-state sync as ``tickwork sync`
 each object's state back in its status. The only package that imports kopf.
 
 Ground floor first: ``translate`` (pure: a Schedule body → a definition or an error naming the
-field), ``desired`` (the index entries and the desired state of each schedule namespace),
+field), ``desired`` (the index entries and the desired state of each schedule namespace,
+tenant policy applied), ``tenants`` (the TenantPolicy objects in force),
 ``status`` (pure: the status an object should show, and the patch that gets it there),
 ``database`` (the operator's few database calls), ``listing`` (the complete-view barrier),
 ``syncer`` (the coalescing per-namespace sync queue), ``board`` (rows read back for status),
