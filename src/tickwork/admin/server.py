@@ -155,14 +155,20 @@ def build(console: Console) -> web.Application:
     return app
 
 
-async def serve(console: Console, stop: asyncio.Event) -> None:
-    """Serve on the configured host and port until ``stop`` is set."""
-    runner = web.AppRunner(
+def runner(console: Console) -> web.AppRunner:
+    """The server of ``console``'s application: a connection idle (or slow to send its
+    request's headers) for ``read_seconds`` is closed."""
+    return web.AppRunner(
         build(console), access_log=None, keepalive_timeout=console.settings.read_seconds
     )
-    await runner.setup()
+
+
+async def serve(console: Console, stop: asyncio.Event) -> None:
+    """Serve on the configured host and port until ``stop`` is set."""
+    runner_ = runner(console)
+    await runner_.setup()
     try:
-        site = web.TCPSite(runner, console.settings.host, console.settings.port)
+        site = web.TCPSite(runner_, console.settings.host, console.settings.port)
         await site.start()
         log.info(
             "admin console listening on http://%s:%d/",
@@ -172,4 +178,4 @@ async def serve(console: Console, stop: asyncio.Event) -> None:
         )
         await stop.wait()
     finally:
-        await runner.cleanup()
+        await runner_.cleanup()
