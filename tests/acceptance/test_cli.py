@@ -283,6 +283,9 @@ def test_cancel_and_retry_refuse_jobs_in_the_wrong_state(database_url: str) -> N
     ("args", "status", "expected"),
     [
         (["enqueue", "k", "--payload", "{not json"], 2, "--payload: not valid JSON"),
+        (["enqueue", "k", "--payload", "[1, 2]"], 2, "--payload: must be a JSON object"),
+        (["enqueue", "k", "--payload", '{"a": "\\u0000"}'], 2, "--payload.a: must not contain NUL"),
+        (["enqueue", "k", "--payload", "[" * 5000 + "]" * 5000], 2, "--payload: "),
         (["enqueue", "k", "--priority", "-1"], 2, "--priority: must be between 0 and 32767"),
         (["enqueue", "k", "--priority", "high"], 2, "invalid int value: 'high'"),
         (["enqueue", "k", "--max-attempts", "0"], 2, "--max-attempts: must be at least 1"),

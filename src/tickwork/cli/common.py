@@ -9,6 +9,8 @@ environment as read once by :func:`tickwork.cli.main`.
 from __future__ import annotations
 
 import argparse
+import os
+import pwd
 import socket
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -64,7 +66,9 @@ def add_output(parser: argparse.ArgumentParser) -> None:
 
 
 def add_audit(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--actor", help="who acts, for the audit log (default: $USER@hostname)")
+    parser.add_argument(
+        "--actor", help="who acts, for the audit log (default: $USER or the OS user, @hostname)"
+    )
     parser.add_argument("--reason", help="why, for the audit log")
 
 
@@ -98,8 +102,17 @@ def configure_logging(args: argparse.Namespace, env: Env) -> None:
 def actor(args: argparse.Namespace, env: Env) -> str:
     if args.actor:
         return str(args.actor)
-    user = env.get("USER") or env.get("LOGNAME") or "unknown"
+    user = env.get("USER") or env.get("LOGNAME") or _os_user()
     return f"{user}@{socket.gethostname()}"
+
+
+def _os_user() -> str:
+    """The name of the process's user from the system's user database (containers often
+    run without $USER), else its uid."""
+    try:
+        return pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:
+        return f"uid-{os.getuid()}"
 
 
 def database_url(args: argparse.Namespace, env: Env) -> str:

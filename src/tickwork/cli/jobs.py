@@ -13,6 +13,7 @@ from tickwork.cli import common, output
 from tickwork.db import store
 from tickwork.errors import InvalidInput, UnknownTask
 from tickwork.model import DEFAULT_QUEUE, JobStatus
+from tickwork.schedules.definition import check_payload
 from tickwork.settings import WorkerSettings
 from tickwork.tasks import check_job_fields
 
@@ -55,7 +56,9 @@ def _register_enqueue(subcommands: common.Subcommands) -> None:
         "refused; with no worker running at all, the job is added with a warning.",
     )
     parser.add_argument("kind", metavar="KIND", help="task name, e.g. report.nightly")
-    parser.add_argument("--payload", default="{}", metavar="JSON", help="default: {}")
+    parser.add_argument(
+        "--payload", default="{}", metavar="JSON", help="a JSON object (default: {})"
+    )
     parser.add_argument("--queue", help=f"default: {DEFAULT_QUEUE}")
     parser.add_argument("--run-at", metavar="ISO", help="not before this time (with UTC offset)")
     parser.add_argument("--unique-key", metavar="K", help="return the open job with this key")
@@ -94,8 +97,17 @@ def _register_jobs(subcommands: common.Subcommands) -> None:
 def enqueue(args: argparse.Namespace, env: common.Env) -> int:
     try:
         payload: Any = json.loads(args.payload)
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, RecursionError) as exc:
         raise common.UsageError(f"--payload: not valid JSON: {exc}") from None
+    if not isinstance(payload, dict):
+        raise common.UsageError(
+            f"--payload: must be a JSON object ({{...}}), not {type(payload).__name__}: "
+            'tasks read their arguments by name (wrap a list as {"items": [...]})'
+        )
+    try:
+        check_payload(InvalidInput, "--payload", payload)
+    except InvalidInput as exc:
+        raise common.UsageError(f"{exc.field}: {exc.reason}") from None
     run_at = None if args.run_at is None else common.instant("--run-at", args.run_at)
     try:
         check_job_fields(
