@@ -131,3 +131,35 @@ async def test_cancel_a_job_and_retry_a_dead_one(
     await expect(entries.first).to_contain_text("fixed the input")
     await expect(entries.last).to_contain_text("cancel")
     await shoot(page, "audit")
+
+
+async def test_a_tenant_sees_and_triggers_only_its_namespace(
+    browser: Browser, client: TestClient, app: tickwork.App
+) -> None:
+    app.sync_schedules("team-a", [every("sweep", 60)])
+    app.sync_schedules("team-b", [every("hidden", 60)])
+    context = await browser.new_context(base_url=str(client.make_url("")))
+    try:
+        page = await context.new_page()
+        await page.goto("/schedules")
+        await page.get_by_label("Name").fill("ann")
+        await page.get_by_label("Secret").fill(admin_helpers.TEAM_A_SECRET)
+        await page.get_by_role("button", name="Log in").click()
+        await expect(page).to_have_title("Schedules · tickwork")
+        await expect(page.get_by_text("ann (operator of team-a)")).to_be_visible()
+        await expect(page.get_by_role("link", name="sweep", exact=True)).to_be_visible()
+        await expect(page.get_by_text("hidden")).to_have_count(0)
+        await shoot(page, "tenant-schedules")
+
+        await page.get_by_role("link", name="sweep", exact=True).click()
+        await page.get_by_role("button", name="Trigger now").click()
+        await expect(page.get_by_role("status")).to_have_text("Done.")
+
+        forbidden = await page.goto("/schedules/team-b/hidden")
+        assert forbidden is not None and forbidden.status == 403
+        await expect(page.get_by_text("outside your schedule namespaces")).to_be_visible()
+        await shoot(page, "tenant-forbidden")
+    finally:
+        await context.close()
+    (job,) = app.list_jobs()
+    assert job.schedule is not None and job.schedule.namespace == "team-a"
