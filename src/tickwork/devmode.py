@@ -5,7 +5,8 @@ namespace ``examples``, a worker serves the example App (:mod:`tickwork.examples
 that namespace, a few example jobs are enqueued, and every fired occurrence, skipped occurrence
 and job state change is printed as one line (``--db-only``: just the migrated server and its
 URL, for trying the Python API or your own worker on it). The worker serves ``/metrics``,
-``/healthz`` and ``/readyz`` on 127.0.0.1:9090, or on a free port when 9090 is taken.
+``/healthz`` and ``/readyz`` on 127.0.0.1:9093 (a worker's default is 9090, the console's 9091),
+or on a free port when 9093 is taken.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ POLL_LIMIT = 200
 DELAY_SECONDS = 10
 UNIQUE_KEY = "examples-report"
 HTTP_HOST = "127.0.0.1"
-HTTP_PORT = 9090
+HTTP_PORT = 9093
 
 
 @contextmanager

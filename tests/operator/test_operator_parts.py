@@ -387,7 +387,7 @@ def test_flags_win_over_variables_which_win_over_defaults() -> None:
     assert config.standalone and config.webhook
     assert (config.cluster_name, config.owner) == ("prod", "operator:prod")
     assert config.status_interval == 2.5
-    assert (config.http_port, config.peering, config.webhook_port) == (9090, "tickwork", 9443)
+    assert (config.http_port, config.peering, config.webhook_port) == (9092, "tickwork", 9443)
     defaults = build_config(parser.parse_args(["operator"]), {"TICKWORK_DATABASE_URL": "x"})
     assert defaults.namespaces == () and not defaults.standalone
 

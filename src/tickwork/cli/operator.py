@@ -78,7 +78,7 @@ def register(subcommands: common.Subcommands) -> None:
         "--http-port",
         type=int,
         metavar="PORT",
-        help=_env("HTTP_PORT", "/metrics /healthz /readyz port", 9090),
+        help=_env("HTTP_PORT", "/metrics /healthz /readyz port", 9092),
     )
     add(
         "--peering",

@@ -32,8 +32,9 @@ class OperatorConfig:
     start_wait: float = 60.0
     """At start, how long to wait for a live operator of an overlapping scope to go before
     refusing to start."""
-    http_port: int = 9090
-    """/metrics, /healthz, /readyz."""
+    http_port: int = 9092
+    """/metrics, /healthz, /readyz (the worker defaults to 9090 and the console to 9091, so all
+    three run side by side on one machine; the chart sets each port explicitly)."""
     http_host: str = "0.0.0.0"
     peering: str = "tickwork"
     """kopf peering object: one operator of the same name is active at a time."""
