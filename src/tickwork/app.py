@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -106,8 +107,12 @@ class App:
     def connection(self) -> Iterator[connections.Connection]:
         """A pooled connection in a transaction that commits on success."""
         if self._pool is None:
-            self._pool = connections.pool(self.database_url, max_size=4)
-            self._pool.open(wait=True, timeout=10)
+            # One connection first: an unreachable database is one clear DatabaseUnavailable
+            # (where and why) within the connect timeout, not a PoolTimeout after it.
+            connections.check(self.database_url)
+            pool = connections.pool(self.database_url, max_size=4)
+            pool.open(wait=True, timeout=10)
+            self._pool = pool
         with self._pool.connection() as conn:
             yield conn
 
@@ -119,8 +124,10 @@ class App:
 
     async def _async_pool_get(self) -> connections.AsyncPool:
         if self._async_pool is None:
-            self._async_pool = connections.async_pool(self.database_url, min_size=1, max_size=4)
-            await self._async_pool.open(wait=True, timeout=10)
+            await asyncio.to_thread(connections.check, self.database_url)
+            pool = connections.async_pool(self.database_url, min_size=1, max_size=4)
+            await pool.open(wait=True, timeout=10)
+            self._async_pool = pool
         return self._async_pool
 
     async def _arun(self, op: store.Op[T], conn: connections.AsyncConnection | None = None) -> T:
