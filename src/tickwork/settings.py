@@ -19,6 +19,9 @@ def default_worker_name() -> str:
     return os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
 
 
+POOLERS = ("none", "transaction")
+
+
 def _doc(text: str) -> dict[str, Any]:
     return {"doc": text}
 
@@ -29,6 +32,22 @@ class WorkerSettings:
         default="", metadata=_doc("libpq connection string of the PostgreSQL database (required)")
     )
     app: str = field(default="", metadata=_doc("the App to serve, as MODULE:ATTRIBUTE (required)"))
+    pooler: str = field(
+        default="none",
+        metadata=_doc(
+            "'transaction' when --database-url goes through a transaction-mode pooler "
+            "(PgBouncer pool_mode=transaction): no LISTEN on it, notifications come from "
+            "--listen-url or, without one, by polling; default 'none' (direct, or a "
+            "session-mode pooler)"
+        ),
+    )
+    listen_url: str = field(
+        default="",
+        metadata=_doc(
+            "connection string for LISTEN (a direct connection to PostgreSQL, past the "
+            "pooler); default: --database-url unless --pooler transaction"
+        ),
+    )
     queues: tuple[str, ...] = field(
         default=(),
         metadata=_doc(
@@ -120,8 +139,17 @@ class WorkerSettings:
             raise ConfigurationError("prefetch and shutdown_grace_seconds must be >= 0")
         if not 0 <= self.http_port <= 65535:
             raise ConfigurationError("http_port: must be between 0 (off) and 65535")
+        if self.pooler not in POOLERS:
+            raise ConfigurationError(f"pooler: {self.pooler!r} is not one of {', '.join(POOLERS)}")
         if not self.http_host:
             raise ConfigurationError("http_host: must not be empty")
+
+    @property
+    def notifications_url(self) -> str:
+        """Where the worker LISTENs; empty: nowhere (it polls)."""
+        if self.listen_url:
+            return self.listen_url
+        return "" if self.pooler == "transaction" else self.database_url
 
     @property
     def effective_prefetch(self) -> int:

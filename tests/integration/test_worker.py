@@ -279,24 +279,34 @@ async def test_stopped_worker_removes_its_row(
         await app.close_async()
 
 
-async def test_a_crashed_worker_loop_stops_the_worker_and_marks_it_failed(
+async def test_an_error_in_a_worker_loop_is_logged_once_and_retried_not_a_crash(
     app: tickwork.App,
     database_url: str,
-    aconn: psycopg.AsyncConnection,
     monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     @app.task("t.any")
     async def anything(job: tickwork.Job) -> None:
         return None
 
+    calls = 0
+    real_claim = store.claim_jobs
+
     def broken_claim(*args: Any, **kwargs: Any) -> Any:
-        raise RuntimeError("a bug in the claim")
+        nonlocal calls
+        calls += 1
+        if calls <= 4:
+            raise RuntimeError("a bug in the claim")
+        return real_claim(*args, **kwargs)
 
     monkeypatch.setattr(store, "claim_jobs", broken_claim)
     worker = Worker(app, settings(database_url), clock=app.clock)
-    await asyncio.wait_for(worker.run(), 10)  # returns by itself: nobody called stop()
-    assert worker.failed
-    assert await ascalar(aconn, "SELECT count(*) FROM tickwork.workers") == 0, "deregistered"
+    async with running(worker):
+        await wait_until(lambda: calls > 4, what="the claim to be retried past the errors")
+        assert not worker.failed and worker.liveness() is None
+    failures = [r for r in caplog.records if getattr(r, "action", None) == "claim_failed"]
+    assert len(failures) == 1, "one line per outage, not one per attempt"
+    assert "RuntimeError: a bug in the claim" in failures[0].getMessage()
 
 
 # --- retention -----------------------------------------------------------------------------

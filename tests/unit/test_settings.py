@@ -195,3 +195,17 @@ def test_settings_are_frozen() -> None:
     s = _build()
     with pytest.raises(dataclasses.FrozenInstanceError):
         s.concurrency = 3  # type: ignore[misc]
+
+
+def test_pooler_decides_where_notifications_are_listened_for() -> None:
+    direct = _build()
+    assert direct.pooler == "none"
+    assert direct.notifications_url == "postgresql://db/x", "direct: LISTEN on the same URL"
+    pooled = _build(env={"TICKWORK_POOLER": "transaction"})
+    assert pooled.notifications_url == "", "behind a transaction pooler: polling only"
+    listening = _build(
+        env={"TICKWORK_POOLER": "transaction", "TICKWORK_LISTEN_URL": "postgresql://pg/x"}
+    )
+    assert listening.notifications_url == "postgresql://pg/x"
+    with pytest.raises(ConfigurationError, match="pooler: 'session' is not one of"):
+        _build({"pooler": "session"})

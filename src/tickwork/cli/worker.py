@@ -42,6 +42,8 @@ THREAD_EXIT_SECONDS = 1.0
 
 _METAVARS = {
     "database_url": "URL",
+    "listen_url": "URL",
+    "pooler": "none|transaction",
     "app": "MODULE:APP",
     "queues": "Q1,Q2",
     "namespaces": "NS1,NS2",

@@ -1,9 +1,19 @@
 """Connections, pools, notifications and database errors, as the rest of tickwork sees
-them: only the database layer imports psycopg."""
+them: only the database layer imports psycopg.
+
+Every connection is safe behind a transaction-mode pooler (PgBouncer ``pool_mode =
+transaction``): no server-side prepared statements (``prepare_threshold=None``) and no other
+session state. Connection strings go to libpq untouched, so multi-host URLs
+(``host=a,b target_session_attrs=read-write``) pick the primary of an HA pair.
+:class:`Outage` is how a loop that talks to the database survives a cut connection or a
+restart: backoff between attempts, one log line when it starts failing and one when it is
+back."""
 
 from __future__ import annotations
 
+import logging
 import re
+import time
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, TypeAlias
 
@@ -14,6 +24,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from tickwork.errors import ConfigurationError, DatabaseUnavailable
+from tickwork.logs import fields
 
 Connection: TypeAlias = psycopg.Connection[Any]
 AsyncConnection: TypeAlias = psycopg.AsyncConnection[Any]
@@ -29,6 +40,8 @@ MISSING_SCHEMA = (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaNam
 """Errors meaning the tickwork schema is not there (run the migrations)."""
 
 CONNECT_TIMEOUT_SECONDS = 10
+POOLED: dict[str, Any] = {"prepare_threshold": None}
+"""Connection options of every connection: nothing a transaction-mode pooler would lose."""
 
 _LIBPQ_PREFIX = re.compile(
     r"^connection (?:failed|is bad): (?:connection to server [^:]*? failed: )?"
@@ -37,19 +50,20 @@ _LIBPQ_PREFIX = re.compile(
 
 def pool(url: str, *, max_size: int) -> Pool:
     """A pool for the sync API (opened by the caller); transactions commit on success."""
-    return ConnectionPool(url, min_size=1, max_size=max_size, open=False)
+    return ConnectionPool(url, min_size=1, max_size=max_size, open=False, kwargs=POOLED)
 
 
 def async_pool(url: str, *, min_size: int, max_size: int) -> AsyncPool:
     """A pool for asyncio code (opened by the caller)."""
-    return AsyncConnectionPool(url, min_size=min_size, max_size=max_size, open=False)
+    return AsyncConnectionPool(url, min_size=min_size, max_size=max_size, open=False, kwargs=POOLED)
 
 
 async def notifications(url: str, channels: Sequence[str]) -> AsyncIterator[tuple[str, str]]:
     """LISTEN on ``channels`` and yield ``(channel, payload)`` as notifications arrive. The
     first item is ``("", "")`` once listening, so the caller can look for what it may have
-    missed before. Raises :data:`ConnectionLost` when the connection breaks."""
-    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+    missed before. Raises :data:`ConnectionLost` when the connection breaks. LISTEN needs a
+    session of its own: ``url`` must not go through a transaction-mode pooler."""
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True, **POOLED) as conn:
         for channel in channels:
             await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
         yield "", ""
@@ -68,7 +82,7 @@ def check(url: str) -> None:
         ) from None
     timeout = params.get("connect_timeout", CONNECT_TIMEOUT_SECONDS)
     try:
-        psycopg.connect(url, connect_timeout=timeout).close()
+        psycopg.connect(url, connect_timeout=timeout, **POOLED).close()
     except psycopg.OperationalError as exc:
         where = f"{params.get('host') or 'localhost'}:{params.get('port') or 5432}"
         reason = _LIBPQ_PREFIX.sub("", str(exc).strip().splitlines()[0]) if str(exc) else "?"
@@ -76,3 +90,55 @@ def check(url: str) -> None:
         if password:
             reason = reason.replace(password, "***")
         raise DatabaseUnavailable(f"cannot connect to the database at {where}: {reason}") from None
+
+
+class Outage:
+    """The state of one retrying loop (``what``): :meth:`failed` logs the first error of an
+    outage with its cause (as ``action``) and returns the delay before the next attempt
+    (doubling from ``first`` to ``most``); later errors of the same outage go to the debug log
+    only; :meth:`recovered` logs once that it is back. Any exception counts, not only a lost
+    connection: a loop never crashes on one, and never spins on it either."""
+
+    def __init__(
+        self,
+        what: str,
+        logger: logging.Logger,
+        action: str,
+        *,
+        first: float = 0.2,
+        most: float = 5.0,
+    ) -> None:
+        self.what = what
+        self.log = logger
+        self.action = action
+        self.first = first
+        self.most = most
+        self.attempts = 0
+        self._since = 0.0
+
+    def failed(self, exc: BaseException, **extra: object) -> float:
+        self.attempts += 1
+        if self.attempts == 1:
+            self._since = time.monotonic()
+            self.log.warning(
+                "%s failed, retrying with backoff: %s: %s",
+                self.what,
+                type(exc).__name__,
+                str(exc).strip() or "?",
+                exc_info=None if isinstance(exc, ConnectionLost) else exc,
+                extra=fields(action=self.action, **extra),
+            )
+        else:
+            self.log.debug("%s failed again (attempt %d): %s", self.what, self.attempts, exc)
+        return float(min(self.first * 2 ** (self.attempts - 1), self.most))
+
+    def recovered(self) -> None:
+        if self.attempts:
+            self.log.info(
+                "%s works again after %d failed attempts (%.1fs)",
+                self.what,
+                self.attempts,
+                time.monotonic() - self._since,
+                extra=fields(action="database_recovered"),
+            )
+        self.attempts = 0

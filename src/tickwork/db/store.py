@@ -227,6 +227,11 @@ def claim_jobs(
     )
 
 
+def adopt_jobs(worker: str, held: Sequence[JobId]) -> Op[list[Job]]:
+    """The jobs running under ``worker`` that it does not hold (a claim whose answer was lost)."""
+    return Op("job_adopt", {"worker": worker, "held": list(held)}, _claimed(worker), binary=True)
+
+
 def _fenced(query: str, jobs: Sequence[Job], now: datetime | None, **extra: Any) -> Op[set[JobId]]:
     params = {"ids": [j.id for j in jobs], "versions": [j.version for j in jobs], "now": now}
     params.update(extra)

@@ -10,6 +10,12 @@ elsewhere, and its outcome is dropped. A job asked to stop (its cancellation not
 stopped — an async task is cancelled, a sync one runs on, since Python cannot stop a thread —
 and recorded ``cancelled`` when its task has returned; it holds its lease and concurrency key
 until then.
+
+A cut connection or a database restart loses nothing here: an outcome write, a heartbeat or a
+claim that fails is retried on a new connection with backoff (each loop logs once that it is
+failing and once that it is back), fenced by version like every state change, so a job whose
+task finished runs again only if this process really died. Jobs a lost claim answer left
+running under this worker's name are adopted by the next claim. No loop stops on an error.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ import socket
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 from tickwork import logs, metrics
 from tickwork.app import App
@@ -39,6 +45,7 @@ from tickwork.worker import deaths, executor, retry
 log = logging.getLogger(__name__)
 
 Pool = connections.AsyncPool
+T = TypeVar("T")
 Loop = Callable[["Worker"], Coroutine[Any, Any, None]]
 _Duty = Callable[[connections.AsyncConnection], Awaitable[Any]]
 
@@ -293,6 +300,7 @@ class Worker:
         if not self.kinds:
             return  # a worker that only fires schedules claims nothing
         low_water = max(1, min(self.settings.claim_batch, self._capacity // 2))
+        outage = connections.Outage("claiming jobs", log, "claim_failed")
         while True:
             room = self._capacity - len(self._held)
             if room < low_water and not (room > 0 and self._buffer.empty()):
@@ -302,15 +310,27 @@ class Worker:
             self._wake.clear()
             asked = min(room, self.settings.claim_batch)
             try:
+                if outage.attempts:  # the failed claim may have committed: adopt what it took
+                    await self._adopt()
                 got = await self.claim_once(asked)
-            except connections.ConnectionLost as exc:
-                log.error(
-                    "claim failed: %s", exc, exc_info=exc, extra=fields(action="claim_failed")
-                )
-                await sleep(self.settings.poll_seconds)
+            except Exception as exc:
+                await sleep(outage.failed(exc))
                 continue
+            outage.recovered()
             if not got:  # a short batch may have left a job behind a key it took: claim again
                 await sleep(self.settings.poll_seconds, self._wake)
+
+    async def _adopt(self) -> None:
+        async with self.pool.connection() as conn:
+            jobs = await store.arun(conn, store.adopt_jobs(self.name, list(self._held)))
+        for job in jobs:
+            self._held[job.id] = job
+            self._buffer.put_nowait(job)
+        if jobs:
+            log.info(
+                "adopted jobs a lost claim answer left running under this worker",
+                extra=fields(action="jobs_adopted", count=len(jobs), worker=self.name),
+            )
 
     def _firing(self) -> list[tuple[str, Coroutine[Any, Any, None]]]:
         """The schedule firing loop, when this worker offers namespaces."""
@@ -327,15 +347,24 @@ class Worker:
 
     async def _listener(self) -> None:
         """LISTEN for new jobs, cancellations and schedule changes; polling and the heartbeat
-        cover the time this is down."""
+        cover the time this is down, and all the time behind a transaction pooler without
+        ``listen_url``."""
+        url = self.settings.notifications_url
+        if not url:
+            log.info(
+                "no notifications (pooler %s, no listen URL): polling every %ss",
+                self.settings.pooler,
+                self.settings.poll_seconds,
+                extra=fields(action="listener_off"),
+            )
+            return
+        outage = connections.Outage("listening for notifications", log, "listener_lost")
         while True:
             try:
                 channels = ["tickwork_jobs", CANCEL_CHANNEL]
                 if self.settings.namespaces:
                     channels.append(firing.CHANNEL)
-                async for channel, payload in connections.notifications(
-                    self.settings.database_url, channels
-                ):
+                async for channel, payload in connections.notifications(url, channels):
                     if channel == firing.CHANNEL:
                         if payload in self.settings.namespaces:
                             self._schedules_wake.set()
@@ -343,18 +372,13 @@ class Worker:
                         if payload.isdigit() and JobId(int(payload)) in self._held:
                             self._heartbeat_now.set()  # it learns which jobs were asked to stop
                     elif channel == "":  # listening now: look for anything missed meanwhile
+                        outage.recovered()
                         self._wake.set()
                         self._schedules_wake.set()
                     elif payload in self.queues:
                         self._wake.set()
-            except connections.ConnectionLost as exc:
-                log.warning(
-                    "notification listener lost: %s",
-                    exc,
-                    exc_info=exc,
-                    extra=fields(action="listener_lost"),
-                )
-                await sleep(self.settings.poll_seconds)
+            except Exception as exc:
+                await sleep(max(outage.failed(exc), self.settings.poll_seconds))
 
     # --- running -----------------------------------------------------------------------
 
@@ -368,8 +392,8 @@ class Worker:
                 continue
             try:
                 await self._run_job(job)
-            except connections.ConnectionLost as exc:
-                # The outcome could not be written; the lease runs out and the job is retried.
+            except Exception as exc:
+                # Not a lost connection (those are retried): the lease runs out, it runs again.
                 log.error(
                     "could not record the outcome: %s",
                     exc,
@@ -445,18 +469,50 @@ class Worker:
         self._cancelling.discard(job.id)
         self._room.set()
 
-    async def _record_cancelled(self, job: Job) -> None:
-        async with self.pool.connection() as conn:
-            applied = await store.arun(conn, store.record_cancelled(job, self.clock.now()))
-        self._forget(job)
-        if not applied:
-            metrics.VERSION_MISMATCHES.labels("cancel").inc()
-            log.warning(
-                "version mismatch: job changed elsewhere, cancellation not recorded",
+    async def _persist(self, what: str, write: Callable[[], Awaitable[T]]) -> tuple[T, bool]:
+        """``write()``'s result, retried on a new connection for as long as the connection is
+        lost (every write is fenced by version, so a late one changes nothing); and whether it
+        was retried: then a version mismatch may be the first attempt's own commit."""
+        outage = connections.Outage(what, log, "outcome_failed")
+        retried = False
+        while True:
+            try:
+                result = await write()
+            except connections.ConnectionLost as exc:
+                retried = True
+                await sleep(outage.failed(exc))
+                continue
+            outage.recovered()
+            return result, retried
+
+    def _mismatch(self, job: Job, retried: bool, what: str, stage: str) -> None:
+        if retried:
+            log.info(
+                "%s not recorded on a retry: the first try committed, or the job changed elsewhere",
+                what,
                 extra=fields(
-                    action="version_mismatch", job_id=job.id, kind=job.kind, attempt=job.attempt
+                    action="outcome_unconfirmed", job_id=job.id, kind=job.kind, attempt=job.attempt
                 ),
             )
+            return
+        metrics.VERSION_MISMATCHES.labels(stage).inc()
+        log.warning(
+            "version mismatch: job changed elsewhere, %s not recorded",
+            what,
+            extra=fields(
+                action="version_mismatch", job_id=job.id, kind=job.kind, attempt=job.attempt
+            ),
+        )
+
+    async def _record_cancelled(self, job: Job) -> None:
+        async def write() -> bool:
+            async with self.pool.connection() as conn:
+                return await store.arun(conn, store.record_cancelled(job, self.clock.now()))
+
+        applied, retried = await self._persist("recording a cancellation", write)
+        self._forget(job)
+        if not applied:
+            self._mismatch(job, retried, "cancellation", "cancel")
             return
         self.meters.of(job).cancelled.inc()
         log.info(
@@ -476,15 +532,22 @@ class Worker:
         now = self.clock.now()
         error = failure.error
         meter = self.meters.of(job)
-        async with self.pool.connection() as conn:
-            if isinstance(decision, retry.GiveUp):
-                if await deaths.mark_dead(conn, job, task, error, now):
-                    meter.dead.inc()
-                return
-            async with conn.transaction():
-                became = await store.arun(
-                    conn, store.retry_job_later(job, decision.delay_seconds, error, now)
-                )
+        if isinstance(decision, retry.GiveUp):
+
+            async def dead() -> bool:
+                async with self.pool.connection() as conn:
+                    return await deaths.mark_dead(conn, job, task, error, now)
+
+            if (await self._persist("recording a dead job", dead))[0]:
+                meter.dead.inc()
+            return
+        delay = decision.delay_seconds
+
+        async def later() -> JobStatus | None:
+            async with self.pool.connection() as conn, conn.transaction():
+                return await store.arun(conn, store.retry_job_later(job, delay, error, now))
+
+        became, retried = await self._persist("recording a failure", later)
         if became is JobStatus.CANCELLED:  # asked to stop meanwhile: not retried
             meter.cancelled.inc()
             log.info(
@@ -512,13 +575,7 @@ class Worker:
                 ),
             )
         else:
-            metrics.VERSION_MISMATCHES.labels("retry").inc()
-            log.warning(
-                "version mismatch: job changed elsewhere, failure not recorded",
-                extra=fields(
-                    action="version_mismatch", job_id=job.id, kind=job.kind, attempt=job.attempt
-                ),
-            )
+            self._mismatch(job, retried, "failure", "retry")
 
     async def _completer(self) -> None:
         """Write successes in batches: whatever finished while the last write was in flight."""
@@ -532,8 +589,7 @@ class Worker:
                 return
 
     async def _complete(self, jobs: list[Job]) -> None:
-        applied: set[JobId] | None = None
-        try:
+        async def write() -> set[JobId]:
             async with self.pool.connection() as conn:
                 applied = await store.arun(conn, store.complete_jobs(jobs, self.clock.now()))
                 # Schedule jobs: last success, FixedDelay next run, carried state; same commit.
@@ -544,34 +600,31 @@ class Worker:
                 }
                 if results:
                     await store.arun(conn, schedules_db.jobs_succeeded(results))
-        except connections.ConnectionLost as exc:
-            # The jobs stay running; their leases run out and they are retried elsewhere.
+                return applied
+
+        try:
+            applied, retried = await self._persist("recording successes", write)
+        except Exception as exc:
+            # Not a lost connection (those are retried): the leases run out, they run again.
             log.error(
                 "could not record successes: %s",
                 exc,
                 exc_info=exc,
                 extra=fields(action="complete_failed", count=len(jobs)),
             )
-        if applied is not None:
-            self._check_applied(jobs, applied)
+        else:
+            self._check_applied(jobs, applied, retried)
         for job in jobs:
             self._held.pop(job.id, None)
             self._results.pop(job.id, None)
         self._room.set()
 
-    def _check_applied(self, jobs: list[Job], applied: set[JobId]) -> None:
+    def _check_applied(self, jobs: list[Job], applied: set[JobId], retried: bool) -> None:
         """Count the successes written; log and count the ones a version mismatch dropped."""
         if len(applied) < len(jobs):
             for job in jobs:
-                if job.id in applied:
-                    continue
-                metrics.VERSION_MISMATCHES.labels("complete").inc()
-                log.warning(
-                    "version mismatch: job changed elsewhere, success not recorded",
-                    extra=fields(
-                        action="version_mismatch", job_id=job.id, kind=job.kind, attempt=job.attempt
-                    ),
-                )
+                if job.id not in applied:
+                    self._mismatch(job, retried, "success", "complete")
         if not self.meters.enabled:
             return
         succeeded: dict[metrics.JobMeter, int] = {}
@@ -638,19 +691,21 @@ class Worker:
             slot.cancel()
 
     async def _heartbeat(self) -> None:
+        """A failed heartbeat is retried soon (with backoff), not at the next interval, and
+        never taken for lost leases: only the database says a job is no longer ours."""
+        outage = connections.Outage("heartbeat", log, "heartbeat_failed")
+        delay = self.settings.heartbeat_seconds
         while True:
             self._beat("heartbeat", self.settings.heartbeat_seconds)
-            await sleep(self.settings.heartbeat_seconds, self._heartbeat_now)
+            await sleep(delay, self._heartbeat_now)
             self._heartbeat_now.clear()
             try:
                 await self.heartbeat_once()
-            except connections.ConnectionLost as exc:
-                log.error(
-                    "heartbeat failed: %s",
-                    exc,
-                    exc_info=exc,
-                    extra=fields(action="heartbeat_failed"),
-                )
+            except Exception as exc:
+                delay = min(outage.failed(exc), self.settings.heartbeat_seconds)
+            else:
+                outage.recovered()
+                delay = self.settings.heartbeat_seconds
 
     async def maintain_once(self) -> None:
         """Run each maintenance duty that this worker manages to claim."""
@@ -695,15 +750,14 @@ class Worker:
         gauges.export(sample, fresh_for=fresh_for)
 
     async def _maintenance(self) -> None:
+        outage = connections.Outage("maintenance", log, "maintenance_failed")
         while True:
             self._beat("maintenance", self.settings.maintenance_seconds)
+            delay = self.settings.maintenance_seconds
             try:
                 await self.maintain_once()
-            except connections.DatabaseError as exc:
-                log.error(
-                    "maintenance failed: %s",
-                    exc,
-                    exc_info=exc,
-                    extra=fields(action="maintenance_failed"),
-                )
-            await sleep(self.settings.maintenance_seconds)
+            except Exception as exc:
+                delay = min(outage.failed(exc), delay)
+            else:
+                outage.recovered()
+            await sleep(delay)

@@ -97,6 +97,17 @@ claimed AS (
 -- highest priority first.
 SELECT * FROM claimed ORDER BY priority DESC, run_at, id;
 
+-- name: job_adopt
+-- Jobs running under this worker's name that it does not hold: a claim committed whose answer
+-- a cut connection lost. Same columns as job_claim; the worker runs them (versions fence it).
+SELECT j.id, j.kind, j.queue, j.payload, j.priority, j.run_at, j.attempt, j.max_attempts,
+       j.version, j.retry_base_seconds, j.retry_rate, j.retry_max_seconds,
+       j.timeout_seconds, j.concurrency_key, j.unique_key, j.schedule_namespace,
+       j.schedule_name, j.occurrence_at, j.lease_expires_at, j.started_at
+FROM tickwork.jobs j
+WHERE j.picked_by = %(worker)s AND j.status = 'running' AND j.id <> ALL(%(held)s::bigint[])
+ORDER BY j.priority DESC, j.run_at, j.id;
+
 -- name: job_extend_leases
 -- Heartbeat: extend the leases of the jobs this worker still owns, and say which of them were
 -- asked to stop. A job missing from the result was recovered by another worker.
