@@ -317,12 +317,17 @@ def env_of(container: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {e["name"]: e for e in container.get("env", [])}
 
 
-def workload(rendering: Rendering, component: str) -> dict[str, Any] | None:
-    found = [
+def workloads(rendering: Rendering, component: str) -> list[dict[str, Any]]:
+    """The component's workloads: one operator, a worker Deployment per worker pool."""
+    return [
         d.obj
         for d in rendering.documents
         if d.kind in WORKLOAD_KINDS and component_of(d.obj) == component
     ]
+
+
+def workload(rendering: Rendering, component: str) -> dict[str, Any] | None:
+    found = workloads(rendering, component)
     assert len(found) <= 1, f"{rendering.case}: several {component} workloads"
     return found[0] if found else None
 
@@ -371,19 +376,17 @@ def http_port_setting(rendering: Rendering, component: str, container: dict[str,
 def check_probes(rendering: Rendering) -> None:
     """Liveness on /healthz and readiness on /readyz, both on the port the process serves."""
     for component in ("operator", "worker"):
-        obj = workload(rendering, component)
-        if obj is None:
-            continue
-        where = f"{rendering.case}: {component}"
-        (container,) = obj["spec"]["template"]["spec"]["containers"]
-        ports = {p["name"]: p["containerPort"] for p in container.get("ports", [])}
-        served = http_port_setting(rendering, component, container)
-        for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
-            get = (container.get(probe) or {}).get("httpGet")
-            assert get, f"{where}: no {probe}"
-            assert get["path"] == path, f"{where}: {probe} asks {get['path']}, not {path}"
-            port = ports.get(get["port"], get["port"])
-            assert port == served, f"{where}: {probe} on port {port}, process serves {served}"
+        for obj in workloads(rendering, component):
+            where = f"{rendering.case}: {obj['metadata']['name']}"
+            (container,) = obj["spec"]["template"]["spec"]["containers"]
+            ports = {p["name"]: p["containerPort"] for p in container.get("ports", [])}
+            served = http_port_setting(rendering, component, container)
+            for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
+                get = (container.get(probe) or {}).get("httpGet")
+                assert get, f"{where}: no {probe}"
+                assert get["path"] == path, f"{where}: {probe} asks {get['path']}, not {path}"
+                port = ports.get(get["port"], get["port"])
+                assert port == served, f"{where}: {probe} on port {port}, process serves {served}"
 
 
 def check_migration_hook(rendering: Rendering) -> None:
@@ -449,57 +452,57 @@ def check_no_plaintext_secret(rendering: Rendering, markers: tuple[str, ...]) ->
 
 def check_termination_grace(rendering: Rendering) -> None:
     """Kubernetes waits longer than the worker's own shutdown grace before killing it."""
-    obj = workload(rendering, "worker")
-    if obj is None:
-        return
-    pod = obj["spec"]["template"]["spec"]
-    (container,) = pod["containers"]
-    variable = env_of(container).get("TICKWORK_SHUTDOWN_GRACE_SECONDS")
-    grace = float(variable["value"]) if variable else 30.0
-    pod_grace = pod.get("terminationGracePeriodSeconds", 30)
-    assert pod_grace > grace, f"{rendering.case}: pod grace {pod_grace}s <= worker grace {grace}s"
+    for obj in workloads(rendering, "worker"):
+        pod = obj["spec"]["template"]["spec"]
+        (container,) = pod["containers"]
+        variable = env_of(container).get("TICKWORK_SHUTDOWN_GRACE_SECONDS")
+        grace = float(variable["value"]) if variable else 30.0
+        pod_grace = pod.get("terminationGracePeriodSeconds", 30)
+        where = f"{rendering.case}: {obj['metadata']['name']}"
+        assert pod_grace > grace, f"{where}: pod grace {pod_grace}s <= worker grace {grace}s"
 
 
 def check_autoscaling(rendering: Rendering) -> None:
-    """HPA and KEDA never both; whichever runs owns the replica count; neither can leave the
-    schedules without a worker."""
+    """Per worker Deployment (one per pool): HPA and KEDA never both; whichever runs owns the
+    replica count; neither can leave the pool's schedules without a worker. Every scaler
+    targets a worker Deployment."""
     hpas = rendering.of_kind("HorizontalPodAutoscaler")
     scaled = rendering.of_kind("ScaledObject")
-    assert not (hpas and scaled), f"{rendering.case}: both an HPA and a KEDA ScaledObject"
-    worker = workload(rendering, "worker")
-    if worker is None:
-        return
-    name = worker["metadata"]["name"]
+    workers = {w["metadata"]["name"]: w for w in workloads(rendering, "worker")}
     for target in [*hpas, *scaled]:
-        assert target["spec"]["scaleTargetRef"]["name"] == name, rendering.case
-    if hpas or scaled:
-        assert "replicas" not in worker["spec"], f"{rendering.case}: replicas fights the scaler"
-    for hpa in hpas:
-        assert hpa["spec"]["minReplicas"] >= 1, f"{rendering.case}: HPA may leave no worker"
-    for obj in scaled:
-        (trigger,) = obj["spec"]["triggers"]
-        assert trigger["type"] == "postgresql"
-        query = trigger["metadata"]["query"]
-        assert "tickwork.jobs" in query, rendering.case
-        namespaces = rendering.values.get("worker", {}).get("namespaces", ["default"])
-        if obj["spec"].get("minReplicaCount", 0) == 0 and namespaces:
-            assert "tickwork.schedules" in query, (
-                f"{rendering.case}: KEDA may scale to zero but does not count due schedules"
-            )
+        assert target["spec"]["scaleTargetRef"]["name"] in workers, rendering.case
+    for name, worker in workers.items():
+        where = f"{rendering.case}: {name}"
+        mine = [t for t in [*hpas, *scaled] if t["spec"]["scaleTargetRef"]["name"] == name]
+        assert len(mine) <= 1, f"{where}: several scalers (an HPA and a KEDA ScaledObject?)"
+        if mine:
+            assert "replicas" not in worker["spec"], f"{where}: replicas fights the scaler"
+        for hpa in [t for t in mine if t["kind"] == "HorizontalPodAutoscaler"]:
+            assert hpa["spec"]["minReplicas"] >= 1, f"{where}: HPA may leave no worker"
+        for obj in [t for t in mine if t["kind"] == "ScaledObject"]:
+            (trigger,) = obj["spec"]["triggers"]
+            assert trigger["type"] == "postgresql"
+            query = trigger["metadata"]["query"]
+            assert "tickwork.jobs" in query, where
+            (container,) = worker["spec"]["template"]["spec"]["containers"]
+            namespaces = env_of(container)["TICKWORK_NAMESPACES"]["value"]
+            if obj["spec"].get("minReplicaCount", 0) == 0 and namespaces:
+                assert "tickwork.schedules" in query, (
+                    f"{where}: KEDA may scale to zero but does not count due schedules"
+                )
 
 
 def check_worker_has_no_api_access(rendering: Rendering) -> None:
-    """Workers need no Kubernetes API: no token, no binding."""
-    worker = workload(rendering, "worker")
-    if worker is None:
-        return
-    pod = worker["spec"]["template"]["spec"]
-    assert pod.get("automountServiceAccountToken") is False, f"{rendering.case}: worker token"
-    account = pod["serviceAccountName"]
-    for kind in ("RoleBinding", "ClusterRoleBinding"):
-        for binding in rendering.of_kind(kind):
-            for subject in binding.get("subjects", []):
-                assert subject["name"] != account, f"{rendering.case}: {kind} binds the workers"
+    """Workers (of every pool) need no Kubernetes API: no token, no binding."""
+    for worker in workloads(rendering, "worker"):
+        pod = worker["spec"]["template"]["spec"]
+        where = f"{rendering.case}: {worker['metadata']['name']}"
+        assert pod.get("automountServiceAccountToken") is False, f"{where}: worker token"
+        account = pod["serviceAccountName"]
+        for kind in ("RoleBinding", "ClusterRoleBinding"):
+            for binding in rendering.of_kind(kind):
+                for subject in binding.get("subjects", []):
+                    assert subject["name"] != account, f"{where}: {kind} binds the workers"
 
 
 def check_operator(rendering: Rendering) -> None:

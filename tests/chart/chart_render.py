@@ -52,6 +52,41 @@ MATRIX: dict[str, dict[str, Any]] = {
     },
     "existing-secret": EXISTING_SECRET,
     "webhook": {**EXISTING_SECRET, "webhook": {"enabled": True, "tlsSecret": "webhook-tls"}},
+    # Two teams' worker pools: billing scales with KEDA (to zero), reports with the HPA.
+    "pools": {
+        **QUICK_START,
+        "autoscaling": {"enabled": True, "backlog": {"enabled": True}},
+        "workerPools": [
+            {
+                "name": "billing",
+                "app": "billing.tasks:app",
+                "namespaces": ["billing"],
+                "queues": ["billing", "invoices"],
+                "serviceAccount": {"annotations": {"iam.example/role": "billing"}},
+                "envFrom": [{"secretRef": {"name": "billing-secrets"}}],
+                "extraEnv": [
+                    {
+                        "name": "STRIPE_KEY",
+                        "valueFrom": {"secretKeyRef": {"name": "billing-stripe", "key": "key"}},
+                    }
+                ],
+                "resources": {"requests": {"cpu": "500m"}, "limits": {"memory": "1Gi"}},
+                "livenessProbe": {"periodSeconds": 30},
+                "autoscaling": {"enabled": False},
+                "keda": {"enabled": True, "minReplicaCount": 0, "maxReplicaCount": 4},
+                "podDisruptionBudget": {"maxUnavailable": "50%"},
+            },
+            {
+                "name": "reports",
+                "namespaces": ["reports", "reports-eu"],
+                "queues": ["reports"],
+                "serviceAccount": {"name": "reports-tasks", "create": False},
+                "envFrom": [{"secretRef": {"name": "reports-secrets"}}],
+                "autoscaling": {"maxReplicas": 3},
+                "podDisruptionBudget": {"enabled": False},
+            },
+        ],
+    },
     "namespaced": {
         **QUICK_START,
         "operator": {"namespaces": ["team-a", "team-b"], "statusIntervalSeconds": 30},

@@ -1,7 +1,8 @@
 """The KEDA query the chart renders, run against a real, migrated tickwork database: it counts
 the open jobs of the workers' queues due within the lead time and the enabled, unsuspended
 schedules of the workers' namespaces due within it, and nothing else. A schedule due soon
-with no job anywhere is enough to wake a worker from zero."""
+with no job anywhere is enough to wake a worker from zero. Each worker pool's query counts its
+own queues and namespaces only."""
 
 from __future__ import annotations
 
@@ -92,3 +93,18 @@ def test_without_queues_every_queue_counts(
     add_job(conn, "anything", "available", "-1 minute")
     add_schedule(conn, "default", "soon", "30 seconds")
     assert count(conn, query) == 2
+
+
+def test_a_pools_query_counts_only_that_pools_queues_and_namespaces(
+    rendered: dict[str, Rendering], conn: psycopg.Connection
+) -> None:
+    # The billing pool: queues billing, invoices; namespace billing. Reports has no KEDA.
+    query = query_of(rendered["pools"])
+    add_job(conn, "billing", "available", "-1 minute")
+    add_job(conn, "invoices", "running", "-1 hour")
+    add_job(conn, "reports", "available", "-1 minute")  # the reports pool's
+    add_job(conn, "default", "available", "-1 minute")  # nobody's pool here
+    add_schedule(conn, "billing", "soon", "30 seconds")
+    add_schedule(conn, "reports", "soon", "30 seconds")
+    add_schedule(conn, "default", "soon", "30 seconds")
+    assert count(conn, query) == 3

@@ -203,7 +203,8 @@ def test_monitoring_scrapes_both_components(rendered: dict[str, Rendering]) -> N
         {
             "port": "http",
             "path": "/metrics",
-            "honorLabels": True,  # our `namespace` label is the schedule namespace
+            # no honorLabels: the scrape's namespace label is the pod's, ours is
+            # schedule_namespace (CHANGELOG.md)
             "interval": "30s",
             "scrapeTimeout": "10s",
         }

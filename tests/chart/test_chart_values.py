@@ -66,6 +66,21 @@ def test_helm_lint_passes(helm: Helm, tmp_path: Path) -> None:
             id="unknown-log-level",
         ),
         pytest.param(
+            {"workerPools": [{"name": "Billing"}]},
+            "at '/workerPools/0/name': 'Billing' does not match pattern",
+            id="pool-name-not-a-dns-label",
+        ),
+        pytest.param(
+            {"workerPools": [{"name": "billing", "replica": 2}]},
+            "additional properties 'replica' not allowed",
+            id="unknown-pool-key",
+        ),
+        pytest.param(
+            {"workerPools": [{"name": "billing", "keda": {"minReplicaCount": "0"}}]},
+            "at '/workerPools/0/keda/minReplicaCount': got string, want integer",
+            id="pool-keda-checked-like-keda",
+        ),
+        pytest.param(
             {"image": {"tag": 1.2}},
             "at '/image/tag': got number, want string",
             id="numeric-tag",

@@ -70,14 +70,6 @@ app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 {{- end -}}
 
-{{- define "tickwork.workerServiceAccountName" -}}
-{{- if .Values.worker.serviceAccount.create -}}
-{{- default (include "tickwork.componentName" (dict "root" . "component" "worker")) .Values.worker.serviceAccount.name -}}
-{{- else -}}
-{{- default "default" .Values.worker.serviceAccount.name -}}
-{{- end -}}
-{{- end -}}
-
 {{- define "tickwork.imageTag" -}}
 {{- default .Chart.AppVersion .Values.image.tag -}}
 {{- end -}}
@@ -155,9 +147,10 @@ imagePullSecrets:
   mountPath: /tmp
 {{- end -}}
 
-{{/* The worker's pod termination grace: the worker's own shutdown grace plus a margin. */}}
+{{/* A worker pod's termination grace: the worker's own shutdown grace plus a margin. Takes
+the worker values (of a pool). */}}
 {{- define "tickwork.workerTerminationGrace" -}}
-{{- add (.Values.worker.shutdownGraceSeconds | ceil) .Values.worker.terminationGraceMarginSeconds -}}
+{{- add (.shutdownGraceSeconds | ceil) .terminationGraceMarginSeconds -}}
 {{- end -}}
 
 {{/* A value quoted as an SQL string literal. */}}
@@ -174,12 +167,97 @@ imagePullSecrets:
 ARRAY[{{ join "," $items }}]::text[]
 {{- end -}}
 
-{{/* The KEDA query: open jobs of the workers' queues due within leadSeconds, plus enabled,
-unsuspended schedules of the workers' namespaces due within leadSeconds (so a worker is
-running when they fall due, even after KEDA scaled to zero). Database clock (now()). */}}
+{{/* The KEDA query of a worker pool: open jobs of its queues due within leadSeconds, plus
+enabled, unsuspended schedules of its namespaces due within leadSeconds (so a worker is
+running when they fall due, even after KEDA scaled to zero). Database clock (now()).
+Takes a pool (see tickwork.workerPools). */}}
 {{- define "tickwork.kedaQuery" -}}
-{{- $lead := int .Values.keda.leadSeconds -}}
+{{- $lead := int .keda.leadSeconds -}}
 SELECT (SELECT count(*) FROM tickwork.jobs WHERE status IN ('available', 'running') AND run_at <= now() + make_interval(secs => {{ $lead }})
-{{- if .Values.worker.queues }} AND queue = ANY({{ include "tickwork.sqlTextArray" .Values.worker.queues }}){{ end }})
-{{- if .Values.worker.namespaces }} + (SELECT count(*) FROM tickwork.schedules WHERE enabled AND NOT suspended AND next_run_at <= now() + make_interval(secs => {{ $lead }}) AND namespace = ANY({{ include "tickwork.sqlTextArray" .Values.worker.namespaces }})){{ end }}
+{{- if .worker.queues }} AND queue = ANY({{ include "tickwork.sqlTextArray" .worker.queues }}){{ end }})
+{{- if .worker.namespaces }} + (SELECT count(*) FROM tickwork.schedules WHERE enabled AND NOT suspended AND next_run_at <= now() + make_interval(secs => {{ $lead }}) AND namespace = ANY({{ include "tickwork.sqlTextArray" .worker.namespaces }})){{ end }}
+{{- end -}}
+
+{{/* ``over`` laid over ``base``: maps merge key by key, anything else in ``over`` (a list, a
+false, a 0, a null) replaces. Sprig's merge would let a base's true win over a pool's false. */}}
+{{- define "tickwork.overlay" -}}
+{{- $out := deepCopy .base -}}
+{{- range $key, $value := .over -}}
+{{- $old := index $out $key -}}
+{{- if and (kindIs "map" $value) (kindIs "map" $old) -}}
+{{- $_ := set $out $key (include "tickwork.overlay" (dict "base" $old "over" $value) | fromYaml) -}}
+{{- else -}}
+{{- $_ := set $out $key $value -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml $out -}}
+{{- end -}}
+
+{{/* The worker pools, as a YAML list for fromYamlArray. Without workerPools: one pool, the
+values of worker/autoscaling/keda as they are, named "<fullname>-worker". With workerPools:
+each pool is its entry laid over worker (and its autoscaling/keda over the top-level ones),
+named "<fullname>-worker-<name>", its objects labelled tickwork.io/worker-pool: <name>.
+Nothing when worker.enabled is false; a pool whose enabled is false is left out. */}}
+{{- define "tickwork.workerPools" -}}
+{{- $pools := list -}}
+{{- if .Values.worker.enabled -}}
+{{- if .Values.workerPools -}}
+{{- $seen := dict -}}
+{{- range $i, $entry := .Values.workerPools -}}
+{{- if not $entry.name -}}
+{{- fail (printf "workerPools[%d] has no name: every worker pool needs a name (it names its Deployment, ServiceAccount, autoscaler and PodDisruptionBudget)" $i) -}}
+{{- end -}}
+{{- if hasKey $seen $entry.name -}}
+{{- fail (printf "workerPools[%d] is named %q like workerPools[%d]: pool names must be unique" $i $entry.name (index $seen $entry.name)) -}}
+{{- end -}}
+{{- $_ := set $seen $entry.name $i -}}
+{{- $worker := include "tickwork.overlay" (dict "base" $.Values.worker "over" (omit $entry "name" "autoscaling" "keda")) | fromYaml -}}
+{{- if $worker.enabled -}}
+{{- $name := include "tickwork.componentName" (dict "root" $ "component" (printf "worker-%s" $entry.name)) -}}
+{{- $pools = append $pools (dict
+  "name" $name
+  "labels" (dict "tickwork.io/worker-pool" $entry.name)
+  "serviceAccountName" (include "tickwork.serviceAccountName" (dict "serviceAccount" $worker.serviceAccount "default" $name))
+  "worker" $worker
+  "autoscaling" (include "tickwork.overlay" (dict "base" $.Values.autoscaling "over" ($entry.autoscaling | default dict)) | fromYaml)
+  "keda" (include "tickwork.overlay" (dict "base" $.Values.keda "over" ($entry.keda | default dict)) | fromYaml)) -}}
+{{- end -}}
+{{- end -}}
+{{- else -}}
+{{- $name := include "tickwork.componentName" (dict "root" . "component" "worker") -}}
+{{- $pools = list (dict
+  "name" $name
+  "labels" dict
+  "serviceAccountName" (include "tickwork.serviceAccountName" (dict "serviceAccount" .Values.worker.serviceAccount "default" $name))
+  "worker" .Values.worker
+  "autoscaling" .Values.autoscaling
+  "keda" .Values.keda) -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml $pools -}}
+{{- end -}}
+
+{{/* A ServiceAccount's name: (dict "serviceAccount" <values> "default" <name if created>). */}}
+{{- define "tickwork.serviceAccountName" -}}
+{{- if .serviceAccount.create -}}
+{{- default .default .serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Labels of a worker pool's objects, and the labels selecting its pods:
+(dict "root" $ "pool" $pool). */}}
+{{- define "tickwork.poolLabels" -}}
+{{ include "tickwork.componentLabels" (dict "root" .root "component" "worker") }}
+{{- with .pool.labels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{- define "tickwork.poolSelectorLabels" -}}
+{{ include "tickwork.componentSelectorLabels" (dict "root" .root "component" "worker") }}
+{{- with .pool.labels }}
+{{ toYaml . }}
+{{- end }}
 {{- end -}}
