@@ -9,6 +9,7 @@ from typing import Any
 
 from tickwork.errors import InvalidInput
 from tickwork.model import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, Backoff, Job
+from tickwork.schedules import limits
 
 DEFAULT_BACKOFF = Backoff()
 
@@ -46,8 +47,10 @@ def check_job_fields(
         raise InvalidInput("kind", "must not be empty")
     if queue is not None and not queue.strip():
         raise InvalidInput("queue", "must not be empty")
-    if priority is not None and not 0 <= priority <= 32767:
-        raise InvalidInput("priority", f"must be between 0 and 32767, got {priority}")
+    if priority is not None and not 0 <= priority <= limits.MAX_SMALLINT:
+        raise InvalidInput(
+            "priority", f"must be between 0 and {limits.MAX_SMALLINT}, got {priority}"
+        )
     if max_attempts is not None and max_attempts < 1:
         raise InvalidInput("max_attempts", f"must be at least 1, got {max_attempts}")
     if timeout is not None and timeout <= 0:
