@@ -17,6 +17,17 @@ from tickwork.schedules.tenancy import TenantPolicy, policy_of
 PLURAL = "tenantpolicies"
 
 
+class MissingPolicyCRD(Exception):
+    """The API server has no TenantPolicy resource: the CRD was not applied."""
+
+    def __str__(self) -> str:
+        return (
+            "the TenantPolicy CRD (tenantpolicies.tickwork.io) is not installed, so nothing "
+            "syncs: kubectl apply -f crds/tenantpolicies.tickwork.io.yaml (helm upgrade does "
+            "not install new CRDs)"
+        )
+
+
 class Policies:
     """The policies in force, as the watch reports them."""
 
@@ -45,9 +56,14 @@ class Policies:
 def listed_keys() -> set[ListedKey]:
     """Every TenantPolicy the API server lists (blocking: run it in a thread)."""
     with api_client() as client:
-        page: Any = kubernetes.client.CustomObjectsApi(client).list_cluster_custom_object(
-            GROUP, VERSION, PLURAL
-        )
+        try:
+            page: Any = kubernetes.client.CustomObjectsApi(client).list_cluster_custom_object(
+                GROUP, VERSION, PLURAL
+            )
+        except kubernetes.client.ApiException as error:
+            if error.status == 404:
+                raise MissingPolicyCRD() from None
+            raise
     return {
         ("", item["metadata"]["name"], item["metadata"].get("uid"))
         for item in page.get("items", [])
