@@ -48,6 +48,11 @@ _LIBPQ_PREFIX = re.compile(
 )
 
 
+def connect(url: str, *, autocommit: bool = False) -> Connection:
+    """One connection of its own (the caller closes it)."""
+    return psycopg.connect(url, autocommit=autocommit, **POOLED)
+
+
 def pool(url: str, *, max_size: int) -> Pool:
     """A pool for the sync API (opened by the caller); transactions commit on success."""
     return ConnectionPool(url, min_size=1, max_size=max_size, open=False, kwargs=POOLED)

@@ -1,7 +1,8 @@
 """Forward-only schema migrations: numbered ``.sql`` files applied in order.
 
-Each file runs in its own transaction under a session advisory lock, so any number of
-processes may call :func:`apply` at once and exactly one does the work. Applied files are
+Each file runs in its own transaction under a transaction-level advisory lock (which a
+transaction-mode pooler keeps, unlike a session lock), so any number of processes may call
+:func:`apply` at once and exactly one applies each file. Applied files are
 recorded with a SHA-256 checksum; a file changed after it was applied is refused.
 """
 
@@ -12,8 +13,7 @@ import re
 from dataclasses import dataclass
 from importlib import resources
 
-import psycopg
-
+from tickwork.db import connections
 from tickwork.errors import MigrationError
 
 # An arbitrary constant shared by every tickwork process: "tickwork" as ASCII, as an int.
@@ -60,7 +60,7 @@ def available() -> list[Migration]:
     return found
 
 
-def _applied(conn: psycopg.Connection) -> dict[int, str]:
+def _applied(conn: connections.Connection) -> dict[int, str]:
     rows = conn.execute("SELECT version, checksum FROM tickwork.migrations").fetchall()
     return {version: checksum for version, checksum in rows}
 
@@ -79,7 +79,7 @@ def _check_checksums(migrations: list[Migration], applied: dict[int, str]) -> No
 def status(conninfo: str) -> list[MigrationStatus]:
     """Every shipped migration and whether it has been applied."""
     migrations = available()
-    with psycopg.connect(conninfo, autocommit=True) as conn:
+    with connections.connect(conninfo, autocommit=True) as conn:
         exists = conn.execute("SELECT to_regclass('tickwork.migrations') IS NOT NULL").fetchone()
         applied = _applied(conn) if exists and exists[0] else {}
     _check_checksums(migrations, applied)
@@ -90,23 +90,20 @@ def apply(conninfo: str) -> list[Migration]:
     """Apply pending migrations; returns those applied by this call (empty when up to date)."""
     migrations = available()
     done: list[Migration] = []
-    with psycopg.connect(conninfo, autocommit=True) as conn:
-        conn.execute("SELECT pg_advisory_lock(%s)", (ADVISORY_LOCK_KEY,))
-        try:
+    with connections.connect(conninfo, autocommit=True) as conn:
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (ADVISORY_LOCK_KEY,))
             conn.execute(_BOOTSTRAP)
-            applied = _applied(conn)
-            _check_checksums(migrations, applied)
-            for migration in migrations:
-                if migration.version in applied:
+            _check_checksums(migrations, _applied(conn))
+        for migration in migrations:
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (ADVISORY_LOCK_KEY,))
+                if migration.version in _applied(conn):
                     continue
-                with conn.transaction():
-                    conn.execute(migration.sql)
-                    conn.execute(
-                        "INSERT INTO tickwork.migrations (version, name, checksum)"
-                        " VALUES (%s, %s, %s)",
-                        (migration.version, migration.name, migration.checksum),
-                    )
-                done.append(migration)
-        finally:
-            conn.execute("SELECT pg_advisory_unlock(%s)", (ADVISORY_LOCK_KEY,))
+                conn.execute(migration.sql)
+                conn.execute(
+                    "INSERT INTO tickwork.migrations (version, name, checksum) VALUES (%s, %s, %s)",
+                    (migration.version, migration.name, migration.checksum),
+                )
+            done.append(migration)
     return done
