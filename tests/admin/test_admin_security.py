@@ -300,6 +300,7 @@ async def test_slow_clients_are_cut_off(console: Console) -> None:
         )
         head = await asyncio.wait_for(reader.readuntil(b"\r\n"), 5)
         assert head.startswith(b"HTTP/1.1 408")
+        await asyncio.wait_for(reader.read(), 5)  # then closed: the rest is not awaited
         writer.close()
     finally:
         await runner.cleanup()

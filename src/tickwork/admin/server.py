@@ -157,9 +157,10 @@ def build(console: Console) -> web.Application:
 
 def runner(console: Console) -> web.AppRunner:
     """The server of ``console``'s application: a connection idle (or slow to send its
-    request's headers) for ``read_seconds`` is closed."""
+    request's headers, or the rest of a body refused) for ``read_seconds`` is closed."""
+    limit = console.settings.read_seconds
     return web.AppRunner(
-        build(console), access_log=None, keepalive_timeout=console.settings.read_seconds
+        build(console), access_log=None, keepalive_timeout=limit, lingering_time=limit
     )
 
 
