@@ -9,6 +9,7 @@ import re
 import tomllib
 
 import chart_checks
+import chart_render
 import yaml
 from chart_render import CHART, ROOT
 
@@ -62,3 +63,14 @@ def test_the_chart_deploys_the_version_pyproject_builds() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert chart["appVersion"] == project["version"]
     assert f"tickwork:{project['version']}" in (ROOT / "Dockerfile").read_text()
+
+
+def test_the_guides_worker_pools_render_and_pass_every_check(helm: chart_render.Helm) -> None:
+    (values,) = [doc for doc in yaml_blocks() if "workerPools" in doc]
+    rendering = helm.render("guide-pools", values)
+    for check in chart_checks.ALL_CHECKS:
+        check(rendering)
+    names = {d["metadata"]["name"] for d in chart_checks.workloads(rendering, "worker")}
+    assert names == {
+        f"{chart_render.RELEASE}-tickwork-worker-{p['name']}" for p in values["workerPools"]
+    }
