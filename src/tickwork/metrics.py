@@ -204,7 +204,8 @@ class JobMeters:
         return meter
 
     def of(self, job: Job) -> JobMeter:
-        return self(job.schedule and job.schedule.namespace, job.queue, job.kind)
+        schedule = job.schedule
+        return self(None if schedule is None else schedule.namespace, job.queue, job.kind)
 
 
 # --- schedules (counted by the worker that fires) --------------------------------------

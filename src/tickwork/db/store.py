@@ -300,7 +300,9 @@ def recover_expired_leases(limit: int, now: datetime | None) -> Op[list[Recovere
     return Op(
         "job_recover_expired",
         {"limit": limit, "now": now},
-        lambda rows: [Recovered(JobId(r[0]), r[1], r[2], r[3], JobStatus(r[4]), r[5]) for r in rows],
+        lambda rows: [
+            Recovered(JobId(r[0]), r[1], r[2], r[3], JobStatus(r[4]), r[5]) for r in rows
+        ],
     )
 
 
