@@ -7,6 +7,8 @@ tests check every expression, grouping, ``$labels`` and legend against."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -31,6 +33,28 @@ RAN = (
     "tickwork_job_duration_seconds_count",
     "tickwork_job_queue_latency_seconds_count",
 )
+
+
+OBSERVABILITY = Path(__file__).resolve().parents[2] / "docs" / "observability.md"
+_TABLE_ROW = re.compile(r"^\| `(tickwork_\w+)` \| ([^|]*?) ?\|", re.MULTILINE)
+_INLINE = re.compile(r"`(tickwork_\w+)\{([\w,]*)\}`")
+
+
+def test_the_docs_name_each_metrics_labels() -> None:
+    """docs/observability.md names every metric, and its labels (a table row, or
+    ``name{labels}`` in the text) are the ones the code defines."""
+    labels = {s.family: s.labels - {"le"} for s in metric_catalog.exported().values()}
+    labels.update({name: s.labels - {"le"} for name, s in metric_catalog.exported().items()})
+    text = OBSERVABILITY.read_text()
+    documented = {
+        name: {part.split()[0] for part in cell.split(",") if part.strip()}
+        for name, cell in _TABLE_ROW.findall(text)
+    }
+    documented |= {name: set(filter(None, cell.split(","))) for name, cell in _INLINE.findall(text)}
+    assert {name: labels.get(name) for name in documented} == documented
+    families = {s.family for s in metric_catalog.exported().values()}
+    missing = {family for family in families if f"`{family}" not in text}
+    assert missing == set(), "metrics docs/observability.md does not name"
 
 
 def test_no_metric_defines_a_label_the_scrape_sets() -> None:
