@@ -19,7 +19,7 @@ import hmac
 import re
 import secrets
 import time
-from collections import OrderedDict, deque
+from collections import Counter, OrderedDict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -254,8 +254,12 @@ class FailureLimiter:
         self._clock = clock
         self._failures: OrderedDict[tuple[Lock, str], deque[float]] = OrderedDict()
         self._locked_until: dict[tuple[Lock, str], float] = {}
+        self._prune_at = 1024
+        """Expired locks are dropped when this many are held (then twice the rest)."""
         self._known: OrderedDict[tuple[str, str], None] = OrderedDict()
         """(address, name) pairs that logged in: held back by no name or global lock."""
+        self._known_addresses: Counter[str] = Counter()
+        """How many of those pairs each address is in."""
 
     def _keys(self, address: str, name: str | None) -> list[tuple[Lock, str]]:
         keys = [(Lock.ADDRESS, address), (Lock.GLOBAL, "")]
@@ -266,19 +270,17 @@ class FailureLimiter:
             return False
         if name is not None:
             return (address, name) in self._known
-        return lock is Lock.GLOBAL and any(a == address for a, _ in self._known)
+        return lock is Lock.GLOBAL and address in self._known_addresses
 
     def retry_after(self, address: str, name: str | None) -> float:
         """Seconds until an attempt from ``address`` (for ``name``; None: a bearer token) is
         allowed again (0: allowed now)."""
         now = self._clock()
-        for key, until in list(self._locked_until.items()):
-            if until <= now:
-                del self._locked_until[key]
         waits = [
-            self._locked_until.get(key, now) - now
+            until - now
             for key in self._keys(address, name)
-            if not self._exempt(key[0], address, name)
+            if (until := self._locked_until.get(key, now)) > now
+            and not self._exempt(key[0], address, name)
         ]
         return max([0.0, *waits])
 
@@ -298,11 +300,23 @@ class FailureLimiter:
             self._failures[key] = recent
         while len(self._failures) > self._max_keys:
             self._failures.popitem(last=False)
+        if len(self._locked_until) >= self._prune_at:
+            for key, until in list(self._locked_until.items()):
+                if until <= now:
+                    del self._locked_until[key]
+            self._prune_at = max(1024, 2 * len(self._locked_until))
         return started
 
     def succeeded(self, address: str, name: str) -> None:
         """``name`` logged in from ``address``: name and global locks let it through."""
-        self._known.pop((address, name), None)
-        self._known[(address, name)] = None
+        pair = (address, name)
+        if pair in self._known:
+            self._known.move_to_end(pair)
+            return
+        self._known[pair] = None
+        self._known_addresses[address] += 1
         while len(self._known) > self._max_keys:
-            self._known.popitem(last=False)
+            (forgotten, _), _ = self._known.popitem(last=False)
+            self._known_addresses[forgotten] -= 1
+            if not self._known_addresses[forgotten]:
+                del self._known_addresses[forgotten]
