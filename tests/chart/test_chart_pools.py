@@ -12,7 +12,16 @@ from typing import Any
 import chart_checks
 import pytest
 import yaml
-from chart_render import QUICK_START, Helm, Rendering, component_of
+from chart_render import (
+    CHART,
+    MATRIX,
+    NAMESPACE,
+    QUICK_START,
+    RELEASE,
+    Helm,
+    Rendering,
+    component_of,
+)
 
 GOLDEN = yaml.safe_load((Path(__file__).parent / "single_pool_golden.yaml").read_text())
 BILLING = "tw-tickwork-worker-billing"
@@ -179,3 +188,27 @@ def test_a_disabled_pool_and_disabled_workers_render_no_worker(helm: Helm) -> No
     off = {**QUICK_START, "workerPools": pools, "worker": {"enabled": False}}
     r = helm.render("workers-off", off)
     assert not [d for d in r.documents if (component_of(d.obj) or "").startswith("worker")]
+
+
+def test_the_notes_tell_each_pool(helm: Helm, tmp_path: Path) -> None:
+    result = helm.run(
+        "install",
+        RELEASE,
+        str(CHART),
+        "--dry-run=client",
+        "--namespace",
+        NAMESPACE,
+        values=MATRIX["pools"],
+        tmp=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    notes = result.stdout.split("NOTES:", 1)[1]
+    assert (
+        f"Pool {BILLING}: fires the schedules of billing; claims queues billing, invoices;"
+        " KEDA, 0 to 4 replicas." in notes
+    )
+    assert (
+        f"Pool {REPORTS}: fires the schedules of reports, reports-eu; claims queues reports;"
+        " HPA, 1 to 3 replicas." in notes
+    )
+    assert f"logs deploy/{BILLING} --follow" in notes
