@@ -63,6 +63,12 @@ def async_pool(url: str, *, min_size: int, max_size: int) -> AsyncPool:
     return AsyncConnectionPool(url, min_size=min_size, max_size=max_size, open=False, kwargs=POOLED)
 
 
+async def discard_broken(pool: AsyncPool) -> None:
+    """After a lost connection: drop the pool's idle connections that broke with it (a cut or
+    a restart breaks them all at once), so that a retry gets a live one."""
+    await pool.check()
+
+
 async def notifications(url: str, channels: Sequence[str]) -> AsyncIterator[tuple[str, str]]:
     """LISTEN on ``channels`` and yield ``(channel, payload)`` as notifications arrive. The
     first item is ``("", "")`` once listening, so the caller can look for what it may have
@@ -122,6 +128,7 @@ class Outage:
         self._since = 0.0
 
     def failed(self, exc: BaseException, **extra: object) -> float:
+        """Log (the first time) and return how long to wait before the next attempt."""
         self.attempts += 1
         if self.attempts == 1:
             self._since = time.monotonic()

@@ -26,6 +26,7 @@ finished) wakes it; the cap on its sleep covers a lost notification.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections import deque
@@ -668,6 +669,9 @@ async def loop(
     (at most ``config.max_sleep``) or until ``wake`` is set. ``alive`` is called before
     each pass (the worker's liveness check watches it)."""
     cache = DefinitionCache(config.cache_size)
+    outage = connections.Outage(
+        f"firing {','.join(namespaces)}", log, "firing_failed", most=config.error_sleep
+    )
     while True:
         alive(config)
         wake.clear()
@@ -681,13 +685,13 @@ async def loop(
                     horizon = alarm.now + timedelta(seconds=delay + config.max_sleep)
                     await warm(conn, namespaces, cache, horizon, woke_at - config.busy_sleep)
                     delay = max(woke_at - time.monotonic(), 0.0)
-        except connections.DatabaseError as exc:
-            log.error(
-                "firing failed: %s",
-                exc,
-                extra=fields(action="firing_failed", namespace=",".join(namespaces)),
-            )
-            delay = config.error_sleep
+        except Exception as exc:  # any error: logged once per outage, retried with backoff
+            delay = outage.failed(exc, namespace=",".join(namespaces))
+            if isinstance(exc, connections.ConnectionLost):
+                with contextlib.suppress(Exception):
+                    await connections.discard_broken(pool)
+        else:
+            outage.recovered()
         await sleep(delay, wake)
 
 

@@ -314,7 +314,7 @@ class Worker:
                     await self._adopt()
                 got = await self.claim_once(asked)
             except Exception as exc:
-                await sleep(outage.failed(exc))
+                await self._after_error(exc, outage)
                 continue
             outage.recovered()
             if not got:  # a short batch may have left a job behind a key it took: claim again
@@ -480,10 +480,21 @@ class Worker:
                 result = await write()
             except connections.ConnectionLost as exc:
                 retried = True
-                await sleep(outage.failed(exc))
+                await self._after_error(exc, outage)
                 continue
             outage.recovered()
             return result, retried
+
+    async def _after_error(self, exc: Exception, outage: connections.Outage | None = None) -> None:
+        """Log through ``outage`` and wait its delay (when given); after a lost connection,
+        drop the pool's connections that broke with it."""
+        delay = outage.failed(exc) if outage is not None else 0.0
+        if isinstance(exc, connections.ConnectionLost):
+            try:
+                await connections.discard_broken(self.pool)
+            except Exception as check_failed:  # the pool's own trouble: the retry will tell
+                log.debug("pool check failed: %s", check_failed)
+        await sleep(delay)
 
     def _mismatch(self, job: Job, retried: bool, what: str, stage: str) -> None:
         if retried:
@@ -703,6 +714,7 @@ class Worker:
                 await self.heartbeat_once()
             except Exception as exc:
                 delay = min(outage.failed(exc), self.settings.heartbeat_seconds)
+                await self._after_error(exc)
             else:
                 outage.recovered()
                 delay = self.settings.heartbeat_seconds
@@ -758,6 +770,7 @@ class Worker:
                 await self.maintain_once()
             except Exception as exc:
                 delay = min(outage.failed(exc), delay)
+                await self._after_error(exc)
             else:
                 outage.recovered()
             await sleep(delay)

@@ -1,0 +1,39 @@
+"""The App the worker processes of test_connection_faults.py, test_pgbouncer.py and
+bench/faults.py serve (``--app fault_app:app``).
+
+Every run of a task body appends ``<job id> <attempt>`` to ``$FAULT_DIR/runs-<pid>`` when
+the body has finished (one file per process), so a test can count how often each job ran and
+in which process. ``f.work`` takes ``$FAULT_WORK_SECONDS`` (default 0.2) so that connection
+cuts land while jobs run; ``f.tick`` is the kind of the every-second schedules.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import tickwork
+
+WORK = "f.work"
+TICK = "f.tick"
+
+app = tickwork.App()
+_runs = Path(os.environ.get("FAULT_DIR", ".")) / f"runs-{os.getpid()}"
+_seconds = float(os.environ.get("FAULT_WORK_SECONDS", "0.2"))
+
+
+def _ran(job: tickwork.Job) -> None:
+    with _runs.open("a") as out:
+        out.write(f"{job.id} {job.attempt}\n")
+
+
+@app.task(WORK)
+async def work(job: tickwork.Job) -> None:
+    await asyncio.sleep(float(job.payload.get("seconds", _seconds)))
+    _ran(job)
+
+
+@app.task(TICK)
+async def tick(job: tickwork.Job) -> None:
+    _ran(job)
