@@ -66,6 +66,14 @@ async def errors(request: web.Request, handler: security.Handler) -> web.StreamR
     except InvalidInput as exc:
         return problem(request, 400, str(exc))
     except reads.OutOfScope as exc:
+        log.info(
+            "admin: %s refused %s %s: %s",
+            request[IDENTITY].name,
+            request.method,
+            request.path,
+            exc,
+            extra=fields(action="admin_out_of_scope"),
+        )
         return problem(request, 403, str(exc))
     except connections.DatabaseError:
         log.exception("admin: database error", extra=fields(action="admin_database_error"))
