@@ -198,14 +198,17 @@ class JobMeters:
     def __call__(self, schedule_namespace: str | None, queue: str, kind: str) -> JobMeter:
         """``schedule_namespace`` None: the job has no schedule (:data:`NO_SCHEDULE`)."""
         key = (schedule_namespace or NO_SCHEDULE, queue, kind)
-        meter = self._meters.get(key)
-        if meter is None:
-            meter = self._meters[key] = JobMeter(*key, enabled=self.enabled)
-        return meter
+        return self._meters.get(key) or self._add(key)
 
     def of(self, job: Job) -> JobMeter:
+        """The meter of ``job``; the worker's per-job path, so the lookup is inlined."""
         schedule = job.schedule
-        return self(None if schedule is None else schedule.namespace, job.queue, job.kind)
+        key = (NO_SCHEDULE if schedule is None else schedule.namespace, job.queue, job.kind)
+        return self._meters.get(key) or self._add(key)
+
+    def _add(self, key: tuple[str, str, str]) -> JobMeter:
+        meter = self._meters[key] = JobMeter(*key, enabled=self.enabled)
+        return meter
 
 
 # --- schedules (counted by the worker that fires) --------------------------------------
