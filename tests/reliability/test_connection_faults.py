@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 import signal
+import socket
 import subprocess
 import tempfile
 import time
@@ -25,7 +26,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 import tickwork
 from helpers import wait_until_sync
-from tickwork.db import migrate
+from tickwork.db import connections, migrate
 from tickwork.db.embedded import EmbeddedPostgres, find_bindir
 from tickwork.schedules.definition import JobTemplate, ScheduleDefinition
 
@@ -252,3 +253,37 @@ def test_a_paused_worker_whose_lease_was_recovered_is_fenced_when_it_resumes(
         assert sorted(by_process.get(fleet.processes["w2"].pid, [])) == [(job_id, 2)]
     finally:
         proxy.close()
+
+
+def test_a_multi_host_url_reaches_the_server_that_answers(
+    database_url: str, conn: psycopg.Connection, fleet: Fleet
+) -> None:
+    """HA PostgreSQL: libpq tries the hosts in turn and keeps the read-write one."""
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        dead_port = closed.getsockname()[1]
+    live_port = conninfo_to_dict(database_url).get("port") or 5432
+    url = make_conninfo(
+        database_url,
+        host="127.0.0.1,127.0.0.1",
+        port=f"{dead_port},{live_port}",
+        target_session_attrs="read-write",
+    )
+    connections.check(url)
+    app = tickwork.App(url)
+    try:
+        job_id = app.enqueue(WORK, {"seconds": 0})
+    finally:
+        app.close()
+    fleet.start("w1", url)
+    wait_until_sync(
+        lambda: (
+            conn.execute(
+                "SELECT status::text FROM tickwork.jobs WHERE id = %s", (job_id,)
+            ).fetchone()
+            == ("succeeded",)
+        ),
+        timeout=20,
+        what="the job to run through the multi-host URL",
+    )
+    assert fleet.exited() == {}

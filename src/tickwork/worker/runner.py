@@ -234,8 +234,11 @@ class Worker:
         self._closing = True
         self._done_ready.set()
         await asyncio.gather(completer, return_exceptions=True)
-        async with self.pool.connection() as conn:
-            await store.arun(conn, store.deregister_worker(self.name))
+        try:
+            async with self.pool.connection() as conn:
+                await store.arun(conn, store.deregister_worker(self.name))
+        except connections.ConnectionLost as exc:  # its row expires (--worker-ttl-seconds)
+            log.warning("could not deregister: %s", exc, extra=fields(action="deregister_failed"))
         log.info("worker stopped", extra=fields(action="worker_stopped", worker=self.name))
 
     async def _hand_back_unstarted(self) -> None:
@@ -247,8 +250,17 @@ class Worker:
                 self._held.pop(job.id, None)
         if not unstarted:
             return
-        async with self.pool.connection() as conn:
-            returned = await store.arun(conn, store.hand_back_jobs(unstarted, self.clock.now()))
+        try:
+            async with self.pool.connection() as conn:
+                returned = await store.arun(conn, store.hand_back_jobs(unstarted, self.clock.now()))
+        except connections.ConnectionLost as exc:  # their leases run out: they run elsewhere
+            log.warning(
+                "could not hand back %d claimed jobs: %s",
+                len(unstarted),
+                exc,
+                extra=fields(action="hand_back_failed", count=len(unstarted)),
+            )
+            return
         log.info(
             "handed back claimed jobs that had not started",
             extra=fields(action="jobs_handed_back", count=len(returned)),
