@@ -19,7 +19,7 @@ import prometheus_client
 from aiohttp import web
 
 from tickwork.db import migrate
-from tickwork.errors import TickworkError
+from tickwork.errors import ConfigurationError, TickworkError
 from tickwork.logs import fields
 
 log = logging.getLogger(__name__)
@@ -102,6 +102,15 @@ async def server_name(
     return response
 
 
+async def listen(site: web.TCPSite, host: str, port: int) -> None:
+    """Start ``site``; a port that cannot be bound is one ConfigurationError naming it."""
+    try:
+        await site.start()
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise ConfigurationError(f"--http-port: cannot listen on {host}:{port}: {reason}") from None
+
+
 class ProbeServer:
     """Serve ``/metrics``, ``/healthz`` and ``/readyz`` on ``host:port`` (port 0 picks a free
     one; :attr:`port` tells which after :meth:`start`)."""
@@ -126,7 +135,7 @@ class ProbeServer:
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
-        await site.start()
+        await listen(site, self.host, self.port)
         if self.port == 0:
             server = site._server
             assert isinstance(server, asyncio.base_events.Server)

@@ -178,7 +178,7 @@ async def serve(console: Console, stop: asyncio.Event) -> None:
     await runner_.setup()
     try:
         site = web.TCPSite(runner_, console.settings.host, console.settings.port)
-        await site.start()
+        await http.listen(site, console.settings.host, console.settings.port)
         log.info(
             "admin console listening on http://%s:%d/",
             console.settings.host,

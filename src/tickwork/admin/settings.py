@@ -13,7 +13,7 @@ from tickwork.settings import WorkerSettings
 class AdminSettings:
     host: str = "127.0.0.1"
     """Address to listen on; 0.0.0.0 in a container (behind TLS: an Ingress, a mesh)."""
-    port: int = 9090
+    port: int = 9091
     """Port of the console, its API and /metrics /healthz /readyz (0: any free port)."""
     session_seconds: float = 8 * 3600.0
     """How long a console login lasts."""

@@ -204,13 +204,7 @@ async def start_probes(worker: Worker) -> ProbeServer | None:
         liveness=worker.liveness,
         readiness=database_readiness(settings.database_url),
     )
-    try:
-        await server.start()
-    except OSError as exc:
-        raise ConfigurationError(
-            f"--http-port: cannot listen on {settings.http_host}:{settings.http_port}: "
-            f"{exc.strerror or exc}"
-        ) from None
+    await server.start()  # a port that cannot be bound: one ConfigurationError
     log.info(
         "serving /metrics /healthz /readyz on %s:%d",
         settings.http_host,
