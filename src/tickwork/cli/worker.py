@@ -150,9 +150,12 @@ async def serve(
         received.append(signum)
         name = signal.Signals(signum).name
         if len(received) == 1:
-            log.info(
-                "%s: stopping gracefully (send it again to exit at once)",
+            log.warning(
+                "%s: stopping gracefully: waiting up to %gs for %d running jobs to finish "
+                "(send it again to exit at once)",
                 name,
+                worker.settings.shutdown_grace_seconds,
+                worker.running_jobs,
                 extra=fields(action="shutdown_requested", worker=worker.name),
             )
             worker.stop()

@@ -112,6 +112,11 @@ class Worker:
         """True when a loop crashed; the command exits non-zero."""
 
     @property
+    def running_jobs(self) -> int:
+        """Jobs whose task is running in this worker now."""
+        return len(self._running)
+
+    @property
     def pool(self) -> Pool:
         assert self._pool is not None, "worker not started"
         return self._pool
@@ -484,7 +489,8 @@ class Worker:
     async def _persist(self, what: str, write: Callable[[], Awaitable[T]]) -> tuple[T, bool]:
         """``write()``'s result, retried on a new connection for as long as the connection is
         lost (every write is fenced by version, so a late one changes nothing); and whether it
-        was retried: then a version mismatch may be the first attempt's own commit."""
+        was retried: then a version mismatch may be the first attempt's own commit. Once the
+        worker is shutting down, it gives up after the shutdown grace (the lease runs out)."""
         outage = connections.Outage(what, log, "outcome_failed")
         retried = False
         while True:
@@ -492,6 +498,11 @@ class Worker:
                 result = await write()
             except connections.ConnectionLost as exc:
                 retried = True
+                if (
+                    self._stopping.is_set()
+                    and outage.seconds > self.settings.shutdown_grace_seconds
+                ):
+                    raise
                 await self._after_error(exc, outage)
                 continue
             outage.recovered()
