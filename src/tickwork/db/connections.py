@@ -144,13 +144,18 @@ class Outage:
             self.log.debug("%s failed again (attempt %d): %s", self.what, self.attempts, exc)
         return float(min(self.first * 2 ** (self.attempts - 1), self.most))
 
+    @property
+    def seconds(self) -> float:
+        """How long this outage has lasted (0 when there is none)."""
+        return time.monotonic() - self._since if self.attempts else 0.0
+
     def recovered(self) -> None:
         if self.attempts:
             self.log.info(
                 "%s works again after %d failed attempts (%.1fs)",
                 self.what,
                 self.attempts,
-                time.monotonic() - self._since,
+                self.seconds,
                 extra=fields(action="database_recovered"),
             )
         self.attempts = 0
