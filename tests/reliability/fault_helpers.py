@@ -128,6 +128,13 @@ class Fleet:
             if (code := process.poll()) is not None
         }
 
+    def exits(self) -> str:
+        """The processes that exited, each with the end of its log ("" when none did)."""
+        return "\n".join(
+            f"{name} exited with {code}:\n{self.log(name)[-3000:]}"
+            for name, code in self.exited().items()
+        )
+
     def log(self, name: str) -> str:
         return (self.logs / f"{name}.log").read_text()
 

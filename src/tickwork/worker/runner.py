@@ -195,20 +195,23 @@ class Worker:
         self.stop()
 
     async def _register(self) -> None:
-        async with self.pool.connection() as conn:
-            await store.arun(
-                conn,
-                store.register_worker(
-                    name=self.name,
-                    queues=self.queues,
-                    kinds=self.kinds,
-                    namespaces=list(self.settings.namespaces),
-                    concurrency=self.settings.concurrency,
-                    host=socket.gethostname(),
-                    pid=os.getpid(),
-                    now=self.clock.now(),
-                ),
-            )
+        async def write() -> None:
+            async with self.pool.connection() as conn:
+                await store.arun(
+                    conn,
+                    store.register_worker(
+                        name=self.name,
+                        queues=self.queues,
+                        kinds=self.kinds,
+                        namespaces=list(self.settings.namespaces),
+                        concurrency=self.settings.concurrency,
+                        host=socket.gethostname(),
+                        pid=os.getpid(),
+                        now=self.clock.now(),
+                    ),
+                )
+
+        await self._persist("registering the worker", write)
 
     async def _shut_down(
         self,
