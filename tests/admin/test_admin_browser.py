@@ -163,3 +163,52 @@ async def test_a_tenant_sees_and_triggers_only_its_namespace(
         await context.close()
     (job,) = app.list_jobs()
     assert job.schedule is not None and job.schedule.namespace == "team-a"
+
+
+WORDS_SPLIT = """() => {
+  // Each word of each table cell: a word whose client rects lie on two lines is split.
+  const split = [];
+  for (const cell of document.querySelectorAll("td, th")) {
+    const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      for (const word of node.data.matchAll(/\\S+/g)) {
+        const range = document.createRange();
+        range.setStart(node, word.index);
+        range.setEnd(node, word.index + word[0].length);
+        const rects = [...range.getClientRects()].filter((r) => r.width > 0);
+        const lines = new Set(rects.map((r) => Math.round(r.top)));
+        if (lines.size > 1) split.push(word[0]);
+      }
+    }
+  }
+  return split;
+}"""
+"""The words of table cells that break across lines (hidden text has no rects: not counted)."""
+
+
+@pytest.mark.parametrize("width", [1400, 1000])
+async def test_table_cells_never_break_inside_a_word(
+    page: Page, app: tickwork.App, conn: psycopg.Connection, clock: SettableClock, width: int
+) -> None:
+    ids = admin_helpers.populate(app, conn, clock.now())
+    long = app.enqueue("examples.report.quarterly_rollup", {"n": 8}, queue="reports-batch")
+    trace = (
+        "Traceback (most recent call last):\n"
+        '  File "/srv/app/examples/report.py", line 12, in build\n'
+        "    raise ValueError(msg)\n"
+        "ValueError: the quarterly rollup found no ledger rows for tenant acme-corporation"
+    )
+    admin_helpers.make_dead(conn, long, error=trace)
+    await page.set_viewport_size({"width": width, "height": 900})
+    for name, url in (
+        ("overview", "/"),
+        ("schedules", "/schedules"),
+        ("schedule", "/schedules/billing/nightly"),
+        ("jobs", "/jobs"),
+        ("job", f"/jobs/{ids['running']}"),
+        ("audit", "/audit"),
+    ):
+        await page.goto(url)
+        await expect(page.locator("h1")).to_be_visible()
+        await shoot(page, f"wrap-{name}-{width}")
+        assert await page.evaluate(WORDS_SPLIT) == [], f"{url} at {width} px"

@@ -252,3 +252,23 @@ async def test_no_secret_or_connection_string_is_shown(
         assert admin_helpers.VIEWER_SECRET not in text
         assert app.database_url not in text
         assert not re.search(r"dbname=|postgres(ql)?://", text)
+
+
+async def test_lists_show_the_exception_and_the_job_page_the_whole_traceback(
+    app: tickwork.App, client: TestClient, conn: psycopg.Connection
+) -> None:
+    job = app.enqueue("k.run", {})
+    frames = "".join(f'  File "/srv/app/step{i}.py", line {i}, in step{i}\n' for i in range(20))
+    trace = f"Traceback (most recent call last):\n{frames}KeyError: 'ledger <b>'\n"
+    admin_helpers.make_dead(conn, job, error=trace)
+    listing = re.sub(r"<[^>]*>", "", await get_page(client, "/jobs"))  # the text shown
+    assert "KeyError: &#x27;ledger &lt;b&gt;&#x27;" in listing
+    assert "Traceback" not in listing and "step19.py" not in listing
+    (row,) = (await get_json(client, "/api/jobs"))["jobs"]
+    assert row["last_error"].endswith("KeyError: 'ledger <b>'\n")  # the tail, cut to 300
+    detail = await get_page(client, f"/jobs/{job}")
+    shown = re.search(r'<pre class="error-text">(.*?)</pre>', detail, re.S)
+    assert shown is not None and shown[1].startswith("Traceback (most recent call last):")
+    assert "step0.py" in shown[1] and shown[1].strip().endswith(
+        "KeyError: &#x27;ledger &lt;b&gt;&#x27;"
+    )

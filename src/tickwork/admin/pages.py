@@ -5,6 +5,7 @@ audit reasons are user data and stay inert."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -16,6 +17,7 @@ from tickwork.admin.html import Child, Html, el, join, link, path
 from tickwork.admin.security import CSRF_FIELD
 from tickwork.db import admin as admin_db
 from tickwork.model import Job, JobStatus
+from tickwork.worker import executor
 
 FLASH = {
     "changed": "Done.",
@@ -77,10 +79,26 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Child]], empty: str) -
     if not rows:
         return el("p", empty, class_="muted")
     return el(
-        "table",
-        el("thead", el("tr", [el("th", h, scope="col") for h in headers])),
-        el("tbody", [el("tr", [el("td", cell) for cell in row]) for row in rows]),
+        "div",
+        el(
+            "table",
+            el("thead", el("tr", [el("th", h, scope="col") for h in headers])),
+            el("tbody", [el("tr", [el("td", cell) for cell in row]) for row in rows]),
+        ),
+        class_="table",
     )
+
+
+_PLAIN_WORD = re.compile(r"[\w.,:;()'\"]*")
+"""A word with no line-break opportunity inside it (a hyphen or a slash is one)."""
+
+
+def text(value: str, cls: str | None = None) -> Html:
+    """Free text in a table cell (errors, reasons, lists): it wraps at spaces, never inside a
+    word (a word that could break at a hyphen or a slash is a nowrap ``.word``); other cells
+    never wrap."""
+    words = [w if _PLAIN_WORD.fullmatch(w) else el("span", w, class_="word") for w in value.split()]
+    return el("span", [[w, " "] for w in words], class_=f"text {cls}" if cls else "text")
 
 
 def job_link(job_id: int | None) -> Html:
@@ -184,7 +202,7 @@ def audit_table(records: Sequence[admin_db.AuditRow], *, with_target: bool = Fal
             r.actor,
             el("span", r.action, class_="audit-action"),
             *([_target_link(r.target)] if with_target else []),
-            r.reason,
+            text(r.reason) if r.reason else None,
             el("code", r.request_id) if r.request_id else None,
             el("details", el("summary", "before / after"), el("pre", pretty(r.details))),
         ]
@@ -299,9 +317,11 @@ def overview(ctx: Context, page: reads.Overview) -> Html:
             [
                 w.name,
                 flag(w.alive, "alive", "gone"),
-                ", ".join(w.queues),
-                ", ".join(w.namespaces) or el("span", "none", class_="muted"),
-                ", ".join(w.kinds),
+                text(", ".join(w.queues)),
+                text(", ".join(w.namespaces))
+                if w.namespaces
+                else el("span", "none", class_="muted"),
+                text(", ".join(w.kinds)),
                 f"{w.running}/{w.concurrency}",
                 when(w.last_seen_at),
             ]
@@ -358,9 +378,11 @@ def orphans_table(rows: Sequence[admin_db.OrphanRow]) -> Html:
                 o.queue,
                 o.jobs,
                 when(o.oldest_run_at),
-                "workers run this kind, but none claims from this queue"
-                if o.kind_served
-                else "no live worker runs this kind",
+                text(
+                    "workers run this kind, but none claims from this queue"
+                    if o.kind_served
+                    else "no live worker runs this kind"
+                ),
             ]
             for o in rows
         ],
@@ -389,7 +411,7 @@ def _firing_error(s: admin_db.ScheduleSummary) -> Html | None:
     if s.firing_error is None:
         return None
     return join(
-        el("span", s.firing_error, class_="error"),
+        text(s.firing_error, "error"),
         f" ({s.firing_failures} failed firings in a row; retry ",
         when(s.firing_retry_at),
         ")",
@@ -544,7 +566,7 @@ def jobs_table(rows: Sequence[admin_db.JobSummary]) -> Html:
                 when(j.run_at),
                 join(j.picked_by, " (", when(j.picker_seen_at), ")") if j.picked_by else None,
                 schedule_link(j.schedule_namespace, j.schedule_name),
-                el("code", j.last_error, class_="error-text") if j.last_error else None,
+                text(executor.summary(j.last_error), "error-text") if j.last_error else None,
             ]
             for j in rows
         ],

@@ -20,7 +20,8 @@ from tickwork.errors import JobNotFound, ScheduleNotFound
 from tickwork.model import Job
 
 ERROR_CHARS = 300
-"""Characters of a job's last error shown in listings (the job's page shows all of it)."""
+"""Characters of a job's last error read for listings, from its end (where a traceback names
+the exception; listings show that last line, the job's page the whole error)."""
 MAX_ROWS = 1000
 """Most workers, queues, namespaces and orphan kinds listed."""
 RECENT_AUDIT = 10

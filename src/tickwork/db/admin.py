@@ -253,7 +253,7 @@ class JobSummary:
     picker_seen_at: datetime | None
     """The last heartbeat of the worker running the job (running jobs only)."""
     last_error: str | None
-    """Cut to the first characters."""
+    """Cut to its last characters (a traceback's end: the exception)."""
 
 
 def _job(row: Row) -> JobSummary:

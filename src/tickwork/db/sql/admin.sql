@@ -114,12 +114,13 @@ LIMIT %(limit)s;
 
 -- name: admin_jobs
 -- A keyset page of jobs, newest first, under optional filters; failing: available again
--- after a failed attempt. A running job's picker comes with the worker's last heartbeat.
+-- after a failed attempt. A running job's picker comes with the worker's last heartbeat;
+-- the last error's end (of a traceback: the exception).
 SELECT j.id, j.kind, j.queue, j.status, j.attempt, j.max_attempts, j.priority, j.run_at,
        j.created_at, j.started_at, j.finished_at, j.schedule_namespace, j.schedule_name,
        j.occurrence_at, j.picked_by, j.lease_expires_at,
        CASE WHEN j.status = 'running' THEN w.last_seen_at END,
-       left(j.last_error, %(error_chars)s)
+       right(j.last_error, %(error_chars)s)
 FROM tickwork.jobs j
 LEFT JOIN tickwork.workers w ON w.name = j.picked_by
 WHERE (%(status)s::tickwork.job_status IS NULL OR j.status = %(status)s::tickwork.job_status)
