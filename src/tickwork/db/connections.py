@@ -53,9 +53,18 @@ def connect(url: str, *, autocommit: bool = False) -> Connection:
     return psycopg.connect(url, autocommit=autocommit, **POOLED)
 
 
-def pool(url: str, *, max_size: int) -> Pool:
-    """A pool for the sync API (opened by the caller); transactions commit on success."""
-    return ConnectionPool(url, min_size=1, max_size=max_size, open=False, kwargs=POOLED)
+def pool(url: str, *, max_size: int, check: bool = False) -> Pool:
+    """A pool for the sync API (opened by the caller); transactions commit on success. With
+    ``check``, a connection is tried before it is handed out (one round trip), so a call
+    after a cut or a restart of the database does not fail on a dead one."""
+    return ConnectionPool(
+        url,
+        min_size=1,
+        max_size=max_size,
+        open=False,
+        kwargs=POOLED,
+        check=ConnectionPool.check_connection if check else None,
+    )
 
 
 def async_pool(url: str, *, min_size: int, max_size: int) -> AsyncPool:

@@ -1,8 +1,9 @@
 """The operator's database calls, each run in a worker thread on a small pool of its own.
 
 A pool (rather than the App's) so that an unreachable database fails a call within
-``timeout`` seconds instead of blocking the operator; connections broken by a restart of the
-database are replaced by the pool.
+``timeout`` seconds instead of blocking the operator; connections broken by a cut or a restart
+of the database are found before use (the pool checks each one) and replaced. Nothing here
+keeps session state, so the operator works through a transaction-mode pooler as it is.
 
 The database knows the operator's ``scope`` (the Kubernetes namespaces it watches, empty: all):
 a sync records it on the schedule namespace, and refuses a namespace another operator of the
@@ -40,7 +41,7 @@ class Database:
 
     def _connection_pool(self) -> connections.Pool:
         if self._pool is None:
-            self._pool = connections.pool(self.url, max_size=POOL_SIZE)
+            self._pool = connections.pool(self.url, max_size=POOL_SIZE, check=True)
             self._pool.open(wait=False)
         return self._pool
 
