@@ -413,7 +413,8 @@ class Worker:
             try:
                 await self._run_job(job)
             except Exception as exc:
-                # Not a lost connection (those are retried): the lease runs out, it runs again.
+                # Not written (a lost connection is retried until a shutdown's grace is over):
+                # the lease runs out and the job runs again.
                 log.error(
                     "could not record the outcome: %s",
                     exc,
@@ -642,7 +643,8 @@ class Worker:
         try:
             applied, retried = await self._persist("recording successes", write)
         except Exception as exc:
-            # Not a lost connection (those are retried): the leases run out, they run again.
+            # Not written (a lost connection is retried until a shutdown's grace is over):
+            # the leases run out and the jobs run again.
             log.error(
                 "could not record successes: %s",
                 exc,
