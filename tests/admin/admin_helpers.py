@@ -13,6 +13,7 @@ from typing import Any
 import psycopg
 from aiohttp.test_utils import TestClient
 
+import helpers
 from schedule_helpers import cron, every
 from tickwork.admin.auth import Credentials, parse_credentials
 from tickwork.db import store
@@ -89,6 +90,35 @@ def make_dead(conn: psycopg.Connection[Any], job_id: int, error: str = "boom") -
         "UPDATE tickwork.jobs SET status = 'dead', attempt = 3, max_attempts = 3,"
         " finished_at = run_at, last_error = %s WHERE id = %s",
         (error, job_id),
+    )
+
+
+def finish(
+    app: Any,
+    conn: psycopg.Connection[Any],
+    status: str,
+    ago: float,
+    *,
+    queue: str = "default",
+    lag: float | None = None,
+) -> None:
+    """A job of ``queue`` that ended ``ago`` seconds before T0 (the tests' clock); with
+    ``lag``, fired by a schedule of billing and started ``lag`` seconds after its occurrence."""
+    job = app.enqueue("k.run", {}, queue=queue)
+    finished = helpers.T0 - timedelta(seconds=ago)
+    started = finished - timedelta(seconds=1)
+    conn.execute(
+        "UPDATE tickwork.jobs SET status = %s, started_at = %s, finished_at = %s,"
+        " schedule_namespace = %s, schedule_name = %s, occurrence_at = %s WHERE id = %s",
+        (
+            status,
+            started,
+            finished,
+            None if lag is None else BILLING,
+            None if lag is None else "nightly",
+            None if lag is None else started - timedelta(seconds=lag),
+            job,
+        ),
     )
 
 

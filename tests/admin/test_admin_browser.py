@@ -199,6 +199,10 @@ async def test_table_cells_never_break_inside_a_word(
         "ValueError: the quarterly rollup found no ledger rows for tenant acme-corporation"
     )
     admin_helpers.make_dead(conn, long, error=trace)
+    for minute in range(0, 180, 7):  # the overview's charts, for the screenshots
+        for i in range(minute % 5 + 1):  # lags differ: one occurrence per schedule and instant
+            admin_helpers.finish(app, conn, "succeeded", minute * 60 + 5, lag=minute % 11 + i)
+        admin_helpers.finish(app, conn, "dead" if minute % 3 else "cancelled", minute * 60 + 5)
     await page.set_viewport_size({"width": width, "height": 900})
     for name, url in (
         ("overview", "/"),

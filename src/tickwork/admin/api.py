@@ -70,8 +70,13 @@ async def whoami(request: web.Request) -> web.Response:
 
 async def overview(request: web.Request) -> web.Response:
     console, scope = _console(request), _scope(request)
+    queue, namespace = inputs.text(request.query, "queue"), inputs.text(request.query, "namespace")
     return answer(
-        await console.run(lambda conn, now: reads.overview(conn, console.settings, now, scope))
+        await console.run(
+            lambda conn, now: reads.overview(
+                conn, console.settings, now, scope, queue=queue, namespace=namespace
+            )
+        )
     )
 
 

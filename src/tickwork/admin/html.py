@@ -51,7 +51,9 @@ def el(tag: str, *children: Child, **attrs: AttrValue) -> Html:
     """``<tag attrs>children</tag>``; attribute ``class_`` is ``class``, ``data_x`` is
     ``data-x``; ``None`` and ``False`` attributes are left out."""
     opening = "".join(
-        _attribute(name, value) for name, value in attrs.items() if value not in (None, False)
+        _attribute(name, value)
+        for name, value in attrs.items()
+        if value is not None and value is not False  # 0 is a value (`0 in (False,)` holds)
     )
     if tag in VOID:
         return Html(f"<{tag}{opening}>")

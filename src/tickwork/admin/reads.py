@@ -9,7 +9,7 @@ what is in it, and asking for anything outside it (a namespace, a schedule, a jo
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from tickwork.admin.settings import AdminSettings
 from tickwork.db import admin as admin_db
@@ -25,6 +25,9 @@ the exception; listings show that last line, the job's page the whole error)."""
 MAX_ROWS = 1000
 """Most workers, queues, namespaces and orphan kinds listed."""
 RECENT_AUDIT = 10
+CHART_WINDOW_SECONDS = 3 * 3600
+"""The overview's charts: jobs finished in the last 3 hours, per minute."""
+CHART_STEP_SECONDS = 60
 
 
 class OutOfScope(Exception):
@@ -47,9 +50,24 @@ def schedule_target(namespace: str, name: str) -> str:
 
 
 @dataclass(frozen=True)
+class Activity:
+    """The charts' data: jobs finished from ``since`` on, per step, of one queue and one
+    namespace when given."""
+
+    since: datetime
+    step_seconds: int
+    steps: int
+    queue: str | None
+    namespace: str | None
+    slots: list[admin_db.ActivitySlot]
+    """Only the steps in which some job finished, oldest first."""
+
+
+@dataclass(frozen=True)
 class Overview:
     now: datetime
     totals: admin_db.Totals
+    activity: Activity
     workers: list[admin_db.WorkerRow]
     queues: list[admin_db.QueueRow]
     orphans: list[admin_db.OrphanRow]
@@ -57,13 +75,41 @@ class Overview:
 
 
 def overview(
-    conn: Connection, settings: AdminSettings, now: datetime | None, scope: admin_db.Scope
+    conn: Connection,
+    settings: AdminSettings,
+    now: datetime | None,
+    scope: admin_db.Scope,
+    *,
+    queue: str | None,
+    namespace: str | None,
 ) -> Overview:
+    """The overview; ``queue`` and ``namespace`` narrow its charts."""
+    if namespace is not None:
+        require(scope, namespace, f"namespace {namespace}")
     totals = store.run(conn, admin_db.totals(now, scope))
     live, window = settings.live_worker_seconds, settings.throughput_window_seconds
+    slots = store.run(
+        conn,
+        admin_db.activity(
+            CHART_WINDOW_SECONDS,
+            CHART_STEP_SECONDS,
+            now,
+            queue=queue,
+            namespace=namespace,
+            scope=scope,
+        ),
+    )
     return Overview(
         now=totals.now,
         totals=totals,
+        activity=Activity(
+            since=totals.now - timedelta(seconds=CHART_WINDOW_SECONDS),
+            step_seconds=CHART_STEP_SECONDS,
+            steps=CHART_WINDOW_SECONDS // CHART_STEP_SECONDS,
+            queue=queue,
+            namespace=namespace,
+            slots=slots,
+        ),
         workers=store.run(conn, admin_db.workers(live, MAX_ROWS, now, scope)),
         queues=store.run(conn, admin_db.queues(window, MAX_ROWS, now, scope)),
         orphans=store.run(conn, admin_db.orphans(live, MAX_ROWS, now, scope)),

@@ -38,7 +38,12 @@ def _context(request: web.Request) -> pages.Context:
 
 async def overview(request: web.Request) -> web.Response:
     console, scope = _console(request), _scope(request)
-    data = await console.run(lambda conn, now: reads.overview(conn, console.settings, now, scope))
+    queue, namespace = inputs.text(request.query, "queue"), inputs.text(request.query, "namespace")
+    data = await console.run(
+        lambda conn, now: reads.overview(
+            conn, console.settings, now, scope, queue=queue, namespace=namespace
+        )
+    )
     return page(pages.overview(_context(request), data))
 
 

@@ -91,6 +91,44 @@ def queues(
 
 
 @dataclass(frozen=True)
+class ActivitySlot:
+    """The jobs finished in one step of the charts' window."""
+
+    slot: int
+    """Steps since the window's start."""
+    succeeded: int
+    dead: int
+    cancelled: int
+    mean_lag: float | None
+    """Seconds from occurrence to start, of the scheduled jobs (None: none finished)."""
+    max_lag: float | None
+
+
+def activity(
+    window_seconds: float,
+    step_seconds: float,
+    now: datetime | None,
+    *,
+    queue: str | None,
+    namespace: str | None,
+    scope: Scope,
+) -> Op[list[ActivitySlot]]:
+    """Jobs finished in the last ``window_seconds``, per step (only steps with any)."""
+    return Op(
+        "admin_activity",
+        {
+            "window_seconds": window_seconds,
+            "step_seconds": step_seconds,
+            "now": now,
+            "queue": queue,
+            "namespace": namespace,
+            "scope": _scope(scope),
+        },
+        lambda rows: [ActivitySlot(*row) for row in rows],
+    )
+
+
+@dataclass(frozen=True)
 class Totals:
     dead_jobs: int
     failing_jobs: int
