@@ -28,6 +28,7 @@ EXTRA = {
     "bench/admin.py": ["--jobs", "2000", "--schedules", "50"],
     "bench/operator_sync.py": ["--status-interval", "0.5"],
     "bench/claim.py": ["--busy-jobs", "1000"],
+    "bench/faults.py": ["--jobs", "200", "--workers", "2", "--cut-seconds", "3"],
 }
 """Options added so the run stays small (the defaults are the benchmark's real sizes)."""
 
