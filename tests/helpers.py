@@ -11,6 +11,7 @@ import asyncio
 import inspect
 import os
 import signal
+import socket
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
@@ -36,6 +37,13 @@ from tickwork.worker.runner import Worker
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 
 DEADLINE = 10.0
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listened on a moment ago."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def at(seconds: float) -> datetime:

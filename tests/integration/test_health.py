@@ -20,7 +20,7 @@ import aiohttp
 import pytest
 
 import tickwork
-from helpers import running, settings, wait_until, wait_until_sync
+from helpers import free_port, running, settings, wait_until, wait_until_sync
 from tickwork.cli.worker import start_probes
 from tickwork.db import migrate
 from tickwork.db.embedded import EmbeddedPostgres
@@ -50,12 +50,6 @@ async def until_status(port: int, path: str, status: int) -> str:
 
     await wait_until(answered, what=f"{path} to answer {status}")
     return body
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def make_app(url: str) -> tickwork.App:

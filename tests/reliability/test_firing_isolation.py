@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -29,7 +28,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 import tickwork
-from helpers import scalar, wait_until, wait_until_sync
+from helpers import free_port, scalar, wait_until, wait_until_sync
 from operator_harness import Cluster, OperatorFactory, row
 from schedule_helpers import cron, every
 from tickwork.maintenance import firing
@@ -82,18 +81,11 @@ def _bad(fixed: bool) -> list[ScheduleDefinition]:
 BROKEN = ("loud", "unreadable", "poisoned")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 @pytest.fixture
 def workers(database_url: str, tmp_path: Path) -> Iterator[dict[str, int]]:
     """Two ``tickwork worker`` processes offering both namespaces, each with its metrics
     port and its log in ``tmp_path/<name>.log``; their ports by name. Stopped by pid."""
-    ports = {name: _free_port() for name in WORKERS}
+    ports = {name: free_port() for name in WORKERS}
     processes = []
     for name, port in ports.items():
         log = (tmp_path / f"{name}.log").open("w")

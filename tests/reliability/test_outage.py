@@ -7,7 +7,6 @@ twice and no occurrence goes unaccounted for (fired + skipped = every occurrence
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import urllib.request
@@ -21,7 +20,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 import tickwork
-from helpers import wait_until_sync
+from helpers import free_port, wait_until_sync
 from tickwork.schedules.definition import JobTemplate, MisfirePolicy, ScheduleDefinition
 
 NS = "team"
@@ -29,17 +28,10 @@ TICKWORK = str(Path(sys.executable).with_name("tickwork"))
 MINUTE = timedelta(minutes=1)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 @pytest.fixture
 def workers(database_url: str) -> Iterator[list[int]]:
     """Three ``tickwork worker`` processes offering ``NS``; yields the ports of their /metrics."""
-    ports = [_free_port() for _ in range(3)]
+    ports = [free_port() for _ in range(3)]
     processes = [
         subprocess.Popen(
             [

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -24,7 +23,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 import tickwork
 from binaries import Unavailable, pgbouncer
-from helpers import wait_until_sync
+from helpers import free_port, wait_until_sync
 
 JOBS = 200
 SCHEDULES = """\
@@ -40,12 +39,6 @@ spec: {every: 1s, job: {kind: f.tick}}
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def bouncer(database_url: str) -> Iterator[str]:
     """A pgbouncer in transaction mode in front of the test's database: its URL."""
@@ -54,7 +47,7 @@ def bouncer(database_url: str) -> Iterator[str]:
     except Unavailable as exc:
         pytest.skip(f"pgbouncer is not installed and could not be installed: {exc}")
     params = conninfo_to_dict(database_url)
-    port = _free_port()
+    port = free_port()
     with tempfile.TemporaryDirectory(prefix="tickwork-pgbouncer-") as tmp:
         home = Path(tmp)
         home.chmod(0o777)
