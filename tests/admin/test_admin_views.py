@@ -19,6 +19,7 @@ from schedule_helpers import every
 from tickwork.admin.settings import AdminSettings
 from tickwork.clock import SettableClock
 from tickwork.maintenance import firing
+from tickwork.schedules.definition import IntervalMode
 
 PAGE_SIZE = 3
 
@@ -149,6 +150,7 @@ async def test_a_schedule_set_aside_by_a_firing_error_shows_it_in_listing_and_de
     assert ">failing</span>" in listing and "spec.every: must be a string" in listing
     page = await get_page(client, f"/schedules/{BILLING}/tick")
     assert "1 failed firings in a row; retry" in page and "spec.every: must be a string" in page
+    assert "The stored spec cannot be read (invalid duration &#x27;5&#x27;" in page
     assert "none: its last firing worked" in await get_page(client, f"/schedules/{BILLING}/nightly")
 
 
@@ -272,3 +274,30 @@ async def test_lists_show_the_exception_and_the_job_page_the_whole_traceback(
     assert "step0.py" in shown[1] and shown[1].strip().endswith(
         "KeyError: &#x27;ledger &lt;b&gt;&#x27;"
     )
+
+
+async def test_schedule_page_shows_next_occurrences_and_a_strip_of_runs(
+    app: tickwork.App, client: TestClient, conn: psycopg.Connection, ids: dict[str, int]
+) -> None:
+    admin_helpers.finish(app, conn, "succeeded", 2 * 86400, lag=1)  # billing/nightly's runs
+    admin_helpers.finish(app, conn, "dead", 86400, lag=1)
+    page = await get_page(client, f"/schedules/{BILLING}/nightly")
+    upcoming = re.search(r'<ol class="upcoming">(.*?)</ol>', page)
+    assert upcoming is not None
+    times = re.findall(r'<time datetime="([^"]+)">', upcoming[1])
+    assert times[:2] == ["2030-01-01T03:00:00+00:00", "2030-01-02T03:00:00+00:00"]
+    assert len(times) == 10
+    runs = re.findall(r'<a href="/jobs/(\d+)" title="([^"]+)" class="run status-(\w+)">', page)
+    assert [(title.split(" · ")[1], status) for _, title, status in runs] == [
+        ("2029-12-29 23:59:58Z", "succeeded"),  # oldest first, at their occurrences
+        ("2029-12-30 23:59:58Z", "dead"),
+    ]
+
+    tick = await get_page(client, f"/schedules/{BILLING}/tick")
+    assert "2030-01-01T00:01:00+00:00" in tick and "2030-01-01T00:10:00+00:00" in tick
+    assert "No runs yet." in tick
+
+    app.sync_schedules("delayed", [every("drain", 60, interval_mode=IntervalMode.FIXED_DELAY)])
+    drain = await get_page(client, "/schedules/delayed/drain")
+    assert "A fixed-delay interval counts from each run&#x27;s end: the next run is at" in drain
+    assert '<ol class="upcoming">' not in drain

@@ -781,6 +781,43 @@ def _ownership(page: reads.ScheduleDetail) -> Html:
     )
 
 
+def upcoming(page: reads.ScheduleDetail) -> Html:
+    """The next occurrences, in UTC and in the schedule's zone."""
+    if not page.upcoming:
+        return el(
+            "p", page.no_upcoming, ": the next run is at ", when(page.summary.next_run_at), "."
+        )
+    return el(
+        "ol",
+        [
+            el("li", when(t), " ", el("span", t.strftime("%a %H:%M %Z"), class_="muted"))
+            for t in page.upcoming
+        ],
+        class_="upcoming",
+    )
+
+
+def run_strip(jobs: Sequence[admin_db.JobSummary]) -> Html:
+    """One cell per recent job, oldest first, coloured by status and titled with its time."""
+    if not jobs:
+        return el("p", "No runs yet.", class_="muted")
+    cells = [
+        el(
+            "li",
+            el(
+                "a",
+                el("span", f"#{j.id} {j.status}", class_="label"),
+                href=path("jobs", j.id),
+                title=f"#{j.id} {j.status} · "
+                + (j.occurrence_at or j.run_at).astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ"),
+                class_=f"run status-{j.status}",
+            ),
+        )
+        for j in reversed(jobs)
+    ]
+    return el("ol", cells, class_="strip", aria_label="recent runs, oldest first")
+
+
 def schedule(ctx: Context, page: reads.ScheduleDetail) -> Html:
     s = page.summary
     facts: list[tuple[str, Child]] = [
@@ -821,6 +858,10 @@ def schedule(ctx: Context, page: reads.ScheduleDetail) -> Html:
         _ownership(page),
         el("section", trigger, class_="actions"),
         dl(facts),
+        el("h2", "Next occurrences"),
+        upcoming(page),
+        el("h2", "Run history"),
+        run_strip(page.jobs),
         el("h2", "Spec"),
         el("pre", pretty(page.row.spec)),
         el("h2", "Recent jobs"),

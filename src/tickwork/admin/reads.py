@@ -18,6 +18,8 @@ from tickwork.db import store
 from tickwork.db.connections import Connection
 from tickwork.errors import JobNotFound, ScheduleNotFound
 from tickwork.model import Job
+from tickwork.schedules import occurrences
+from tickwork.schedules.definition import IntervalMode
 
 ERROR_CHARS = 300
 """Characters of a job's last error read for listings, from its end (where a traceback names
@@ -229,13 +231,39 @@ def job(
     )
 
 
+UPCOMING = 10
+"""Next occurrences shown on a schedule's page."""
+
+
 @dataclass(frozen=True)
 class ScheduleDetail:
     summary: admin_db.ScheduleSummary
     row: schedules_db.ScheduleRow
     namespace: admin_db.NamespaceRow
+    upcoming: list[datetime]
+    """Its next occurrences after now, in its zone, as ``tickwork preview`` computes them."""
+    no_upcoming: str | None
+    """Why none are listed (a fixed-delay interval, a spec this version cannot read)."""
     jobs: list[admin_db.JobSummary]
     audit: list[admin_db.AuditRow]
+
+
+def upcoming(row: schedules_db.ScheduleRow, after: datetime) -> tuple[list[datetime], str | None]:
+    """The next occurrences of ``row`` after ``after`` (jitter aside), or none and why."""
+    if row.spec.get("intervalMode") == IntervalMode.FIXED_DELAY:
+        return [], "A fixed-delay interval counts from each run's end"
+    expression = row.schedule if row.schedule is not None else f"@every {row.every}"
+    try:
+        found = occurrences.preview(
+            expression,
+            time_zone=row.time_zone,
+            start=after,
+            count=UPCOMING,
+            seed=f"{row.namespace}/{row.name}",
+        )
+    except occurrences.InvalidExpression as exc:
+        return [], f"The stored spec cannot be read ({exc})"
+    return found, None
 
 
 def schedule(
@@ -257,10 +285,13 @@ def schedule(
         conn, admin_db.namespaces(namespace, settings.live_worker_seconds, 1, now, None)
     )
     history = admin_db.JobFilter(namespace=namespace, schedule=name)
+    next_ones, why = upcoming(rows[0], store.run(conn, store.database_now(now)))
     return ScheduleDetail(
         summary=summaries[0],
         row=rows[0],
         namespace=spaces[0],
+        upcoming=next_ones,
+        no_upcoming=why,
         jobs=store.run(
             conn,
             admin_db.jobs(
