@@ -1,7 +1,9 @@
 """The console in a real browser: Debian's headless Chromium driven by Playwright. Log in,
 see a schedule fire (fired by the maintenance code at a pinned instant: no waiting), cancel a
-job and retry a dead one through the pages, and find the audit entries. Each main page is
-saved as a screenshot under ``$TICKWORK_ARTIFACTS/screenshots`` (default ``artifacts/``)."""
+job and retry a dead one through the pages, and find the audit entries; at 1400 and 1000 px,
+no table cell's word breaks across lines (measured with each word's client rects). Each main
+page is saved as a screenshot under ``$TICKWORK_ARTIFACTS/screenshots`` (default
+``artifacts/``)."""
 
 from __future__ import annotations
 
