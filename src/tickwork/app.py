@@ -11,6 +11,7 @@ from typing import Any, TypedDict, TypeVar, Unpack
 
 from tickwork import metrics
 from tickwork.clock import Clock, DatabaseClock
+from tickwork.db import admin as admin_db
 from tickwork.db import connections, store
 from tickwork.db import schedules as schedules_db
 from tickwork.errors import (
@@ -283,14 +284,17 @@ class App:
         reason: str | None,
         request_id: str | None,
     ) -> None:
+        now = self.clock.now()
         with self.connection() as conn:
+            before = store.run(conn, admin_db.lock_job(job_id, now))
+            if before is None:
+                raise JobNotFound(f"no job with id {job_id}")
             if not store.run(conn, op):
-                job = store.run(conn, store.get_job(job_id))
-                if job is None:
-                    raise JobNotFound(f"no job with id {job_id}")
                 raise InvalidTransition(
-                    f"job {job_id} is {job.status.value}; {action} applies only to {allowed} jobs"
+                    f"job {job_id} is {before.status.value}; {action} applies only to {allowed} "
+                    "jobs"
                 )
+            after = store.run(conn, admin_db.lock_job(job_id, now))
             store.run(
                 conn,
                 store.record_audit(
@@ -299,8 +303,11 @@ class App:
                     target=f"job:{job_id}",
                     reason=reason,
                     request_id=request_id,
-                    details={},
-                    now=self.clock.now(),
+                    details={  # the same snapshots as the console's audit records
+                        "before": before.snapshot,
+                        "after": after.snapshot if after is not None else None,
+                    },
+                    now=now,
                 ),
             )
 

@@ -260,9 +260,17 @@ def test_cancel_and_retry_move_the_job_and_are_audited(database_url: str) -> Non
         audit = conn.execute(
             "SELECT actor, action, target, reason FROM tickwork.audit_log ORDER BY id"
         ).fetchall()
+        details = [row[0] for row in conn.execute("SELECT details FROM tickwork.audit_log")]
     assert audit[0][0].startswith("ann@")
     assert audit[0][1:] == ("cancel", f"job:{job_id}", "wrong day")
     assert audit[1] == ("bob", "retry", f"job:{job_id}", None)
+    # Before and after, as the console records them.
+    statuses = [(d["before"]["status"], d["after"]["status"]) for d in details]
+    assert statuses == [("available", "cancelled"), ("cancelled", "available")]
+    assert set(details[0]["before"]) == {
+        "status", "run_at", "attempt", "max_attempts", "version", "picked_by",
+        "lease_expires_at", "finished_at",
+    }  # fmt: skip
 
 
 def test_cancel_and_retry_refuse_jobs_in_the_wrong_state(database_url: str) -> None:
