@@ -482,3 +482,21 @@ def test_worker_runs_jobs_and_hands_back_unstarted_ones_on_sigterm(
         if worker.poll() is None:
             worker.kill()
             worker.communicate()
+
+
+def test_enqueue_with_app_uses_the_task_queue(database_url: str, tmp_path: Path) -> None:
+    (tmp_path / "mailtasks.py").write_text(
+        "import tickwork\napp = tickwork.App()\n"
+        "@app.task('email.send', queue='mail')\ndef send(job): pass\n"
+    )
+    env = {"PYTHONPATH": _with_path(tmp_path)}
+    args = ("enqueue", "email.send", "--app", "mailtasks:app", "--allow-unknown-kind")
+    job_id = int(ok(tickwork_cmd(*args, database_url=database_url, **env)))
+    assert job(database_url, job_id)["queue"] == "mail"
+    given = int(ok(tickwork_cmd(*args, "--queue", "urgent", database_url=database_url, **env)))
+    assert job(database_url, given)["queue"] == "urgent"
+    line = one_line_error(
+        tickwork_cmd("enqueue", "nope", "--app", "mailtasks:app", database_url=database_url, **env),
+        2,
+    )
+    assert "--app: mailtasks:app registers no task 'nope'" in line

@@ -10,6 +10,7 @@ from typing import Any
 
 from tickwork.app import App
 from tickwork.cli import common, output
+from tickwork.cli.worker import load_app
 from tickwork.db import store
 from tickwork.errors import InvalidInput, UnknownTask
 from tickwork.model import DEFAULT_QUEUE, JobStatus
@@ -59,7 +60,14 @@ def _register_enqueue(subcommands: common.Subcommands) -> None:
     parser.add_argument(
         "--payload", default="{}", metavar="JSON", help="a JSON object (default: {})"
     )
-    parser.add_argument("--queue", help=f"default: {DEFAULT_QUEUE}")
+    parser.add_argument(
+        "--queue", help=f"default: the task's queue with --app, else {DEFAULT_QUEUE}"
+    )
+    parser.add_argument(
+        "--app",
+        metavar="MODULE:APP",
+        help="the App that registers KIND (as for tickwork worker): its task's queue is used",
+    )
     parser.add_argument("--run-at", metavar="ISO", help="not before this time (with UTC offset)")
     parser.add_argument("--unique-key", metavar="K", help="return the open job with this key")
     parser.add_argument("--priority", type=int, default=0, help="0..32767, higher first (0)")
@@ -109,10 +117,16 @@ def enqueue(args: argparse.Namespace, env: common.Env) -> int:
     except InvalidInput as exc:
         raise common.UsageError(f"{exc.field}: {exc.reason}") from None
     run_at = None if args.run_at is None else common.instant("--run-at", args.run_at)
+    queue = args.queue
+    if args.app is not None:
+        task = load_app(args.app).registry.get(args.kind)
+        if task is None:
+            raise common.UsageError(f"--app: {args.app} registers no task {args.kind!r}")
+        queue = queue or task.queue
     try:
         check_job_fields(
             kind=args.kind,
-            queue=args.queue,
+            queue=queue,
             priority=args.priority,
             max_attempts=args.max_attempts,
         )
@@ -120,11 +134,11 @@ def enqueue(args: argparse.Namespace, env: common.Env) -> int:
         raise common.UsageError(f"{_FLAGS.get(exc.field, exc.field)}: {exc.reason}") from None
     with common.app(args, env) as app:
         if not args.allow_unknown_kind:
-            _check_served(app, args.kind, args.queue or DEFAULT_QUEUE)
+            _check_served(app, args.kind, queue or DEFAULT_QUEUE)
         job_id = app.enqueue(
             args.kind,
             payload,
-            queue=args.queue,
+            queue=queue,
             priority=args.priority,
             run_at=run_at,
             unique_key=args.unique_key,
