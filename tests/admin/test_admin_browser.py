@@ -188,6 +188,14 @@ WORDS_SPLIT = """() => {
 """The words of table cells that break across lines (hidden text has no rects: not counted)."""
 
 
+CHART_BARS = """() => [...document.querySelectorAll('svg.chart')].map(svg =>
+    [...svg.querySelectorAll('rect')].filter(r => {
+        const box = r.getBoundingClientRect();
+        return box.width > 0 && box.height > 0;
+    }).length)"""
+"""Per chart on the page, how many of its bars have a painted, non-empty box."""
+
+
 @pytest.mark.parametrize("width", [1400, 1000])
 async def test_table_cells_never_break_inside_a_word(
     page: Page, app: tickwork.App, conn: psycopg.Connection, clock: SettableClock, width: int
@@ -218,3 +226,6 @@ async def test_table_cells_never_break_inside_a_word(
         await expect(page.locator("h1")).to_be_visible()
         await shoot(page, f"wrap-{name}-{width}")
         assert await page.evaluate(WORDS_SPLIT) == [], f"{url} at {width} px"
+        if name == "overview":  # both charts drawn, with bars the browser really paints
+            painted = await page.evaluate(CHART_BARS)
+            assert len(painted) == 2 and all(bars > 10 for bars in painted), painted
