@@ -60,8 +60,18 @@ class App:
     """Tasks plus a database: ``App(database_url)``; the URL defaults to
     ``$TICKWORK_DATABASE_URL``. Connections are opened on first use."""
 
-    def __init__(self, database_url: str | None = None, *, clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        database_url: str | None = None,
+        *,
+        clock: Clock | None = None,
+        check_connections: bool = False,
+    ) -> None:
+        """``check_connections``: try each pooled connection of the sync API before using it
+        (one round trip), so that the first call after a cut connection or a database restart
+        does not fail on a dead one; for long-lived processes that call rarely (the console)."""
         self._database_url = database_url
+        self._check_connections = check_connections
         self.clock: Clock = clock or DatabaseClock()
         self.registry = Registry()
         self._pool: connections.Pool | None = None
@@ -111,7 +121,7 @@ class App:
             # One connection first: an unreachable database is one clear DatabaseUnavailable
             # (where and why) within the connect timeout, not a PoolTimeout after it.
             connections.check(self.database_url)
-            pool = connections.pool(self.database_url, max_size=4)
+            pool = connections.pool(self.database_url, max_size=4, check=self._check_connections)
             pool.open(wait=True, timeout=10)
             self._pool = pool
         with self._pool.connection() as conn:

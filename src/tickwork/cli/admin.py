@@ -138,7 +138,7 @@ def run(args: argparse.Namespace, env: common.Env) -> int:
     admin_settings = settings(args, env)
     accepted = credentials(args, env)
     common.configure_logging(args, env)
-    app = App(common.database_url(args, env))
+    app = App(common.database_url(args, env), check_connections=True)
     try:
         asyncio.run(_serve(Console(app, admin_settings, accepted)))
     finally:
