@@ -20,6 +20,7 @@ PURE = [
     "tickwork.settings",
     "tickwork.logs",
     "tickwork.schedules.occurrences",
+    "tickwork.schedules.cron_days",
     "tickwork.schedules.definition",
     "tickwork.schedules.manifests",
     "tickwork.schedules.policies",

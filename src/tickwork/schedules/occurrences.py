@@ -20,10 +20,14 @@ The first two rules are one: for each matching wall time, a fixed-hour expressio
 the first instant whose clock reading reaches it. Instants that coincide (several list
 items, or two wall times mapped to one transition instant) make one occurrence.
 
+The day fields also take Quartz's ``L``, ``W`` and ``#`` (see ``cron_days``); the rules
+above apply to the days they pick like to any other. A ``CRON_TZ=`` or ``TZ=`` prefix is
+refused, as Kubernetes' CronJob refuses it: the zone is the schedule's ``timeZone``.
+
 The cron grammar is parsed here rather than by croniter: the ``H`` derivation must be a
 documented, portable one, every error must name its field, and croniter 7 reads a range
-with equal ends (``5-5``) as the whole field. Fields are kept as bit masks, so that
-``next_after`` costs a few microseconds.
+with equal ends (``5-5``) as the whole field. Fields are kept as bit masks, and the days of
+a month are computed at once, so that ``next_after`` costs a few microseconds.
 """
 
 from __future__ import annotations
@@ -34,13 +38,13 @@ import hashlib
 import math
 import re
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from fractions import Fraction
 from typing import TypeAlias
 from zoneinfo import ZoneInfo, available_timezones
 
 from tickwork.errors import TickworkError
-from tickwork.schedules import limits
+from tickwork.schedules import cron_days, limits
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 """The default fixed-rate anchor: every process derives the same occurrences from it."""
@@ -147,6 +151,7 @@ _ITEM = re.compile(r"(?P<start>\*|\?|\w+)(?:-(?P<end>\w+))?(?:/(?P<step>\d+))?",
 _HASHED = re.compile(
     r"H(?:\((?P<start>\w+)-(?P<end>\w+)\))?(?:/(?P<step>\d+))?", re.ASCII | re.IGNORECASE
 )
+_ZONE_PREFIX = re.compile(r"(?:CRON_)?TZ=", re.IGNORECASE)
 _MONTH_LENGTHS = (0, 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)  # February at its longest
 
 
@@ -243,9 +248,68 @@ def _field_mask(text: str, spec: _Field, seed: str) -> int:
     mask = 0
     for item in text.split(","):
         mask |= _item_mask(item, spec, seed)
-    if spec is _WEEKDAYS and mask & (1 << 7):
-        mask = (mask & 0x7F) | 1  # 7 is Sunday, like 0
     return mask
+
+
+_DATE_SPECIAL = re.compile(
+    r"(?P<lw>LW)|L(?:-(?P<before>\d+))?|(?P<nearest>\d+)W", re.ASCII | re.IGNORECASE
+)
+_WEEKDAY_SPECIAL = re.compile(r"(?P<weekday>\w+?)(?:L|#(?P<nth>\d+))", re.ASCII | re.IGNORECASE)
+_DATE_SPECIALS = "L, L-n, nW and LW are list items of their own, without ranges or steps"
+_WEEKDAY_SPECIALS = (
+    "nL (5L: the last Friday) and n#k (5#3: the third Friday) are list items of their own, "
+    "without ranges or steps"
+)
+
+
+def _date_items(text: str, seed: str) -> tuple[int, frozenset[int], frozenset[int], bool]:
+    """The day-of-month field: plain days, ``L-n`` as n, ``nW`` as n, whether ``LW``."""
+    dates, last_weekday = 0, False
+    before_last: set[int] = set()
+    nearest: set[int] = set()
+    for item in text.split(","):
+        special = _DATE_SPECIAL.fullmatch(item)
+        if special is None:
+            if "L" in item.upper() or "W" in item.upper():
+                raise InvalidExpression(
+                    f"day-of-month field: cannot read {item!r}: {_DATE_SPECIALS}"
+                )
+            dates |= _item_mask(item, _DAYS, seed)
+        elif special["lw"]:
+            last_weekday = True
+        elif special["nearest"] is not None:
+            nearest.add(_value(special["nearest"], _DAYS))
+        else:
+            before = int(special["before"] or 0)
+            if before > 30:
+                raise InvalidExpression(f"day-of-month field: {item!r}: n in L-n is at most 30")
+            before_last.add(before)
+    return dates, frozenset(before_last), frozenset(nearest), last_weekday
+
+
+def _weekday_items(text: str, seed: str) -> tuple[int, frozenset[tuple[int, int]], int]:
+    """The day-of-week field: plain weekdays, ``n#k`` as (n, k), ``nL`` as weekday bits."""
+    weekdays, last_of = 0, 0
+    nth: set[tuple[int, int]] = set()
+    for item in text.split(","):
+        special = _WEEKDAY_SPECIAL.fullmatch(item)
+        if special is None:
+            if "L" in item.upper() or "#" in item:
+                raise InvalidExpression(
+                    f"day-of-week field: cannot read {item!r}: {_WEEKDAY_SPECIALS}"
+                )
+            weekdays |= _item_mask(item, _WEEKDAYS, seed)
+            continue
+        weekday = _value(special["weekday"], _WEEKDAYS) % 7  # 7 is Sunday, like 0
+        if special["nth"] is None:
+            last_of |= 1 << weekday
+        elif 1 <= int(special["nth"]) <= 5:
+            nth.add((weekday, int(special["nth"])))
+        else:
+            raise InvalidExpression(f"day-of-week field: {item!r}: k in n#k is 1-5")
+    if weekdays & (1 << 7):
+        weekdays = (weekdays & cron_days.ALL_WEEKDAYS) | 1  # 7 is Sunday, like 0
+    return weekdays, frozenset(nth), last_of
 
 
 def _next_member(mask: int, value: int) -> int:
@@ -312,11 +376,9 @@ class CronTimetable:
     seconds: int
     minutes: int
     hours: int
-    days: int
     months: int
-    weekdays: int  # bit 0 is Sunday
-    day_or: bool
-    """Both day fields restricted: a day matches either (Vixie cron). Else it must match both."""
+    days: cron_days.Days
+    """The two day fields, evaluated month by month."""
     hour_wildcard: bool
     """The hour field is written ``*``: fire at every real hour, see the module docstring."""
 
@@ -378,7 +440,9 @@ class CronTimetable:
         """
         year, month, day = start.year, start.month, start.day
         hour, minute, second = start.hour, start.minute, start.second + strictly_after
-        give_up = year + 9  # parse() guarantees a match within 8 years (29 February)
+        # parse() guarantees a match within the 400-year Gregorian cycle; within 8 years
+        # (29 February) unless a 5th weekday of February is asked for (every 28 years or so).
+        give_up = year + 400
         level = 0  # the first field not yet known to match: month, day, hour, minute, second
         while year < give_up:
             if level == 0:
@@ -418,27 +482,22 @@ class CronTimetable:
                 minute, second, level = minute + 1, 0, 3
                 continue
             return datetime(year, month, day, hour, minute, found)
-        raise AssertionError(f"{self.expression!r} has no occurrence within 8 years")
+        raise AssertionError(f"{self.expression!r} has no occurrence within 400 years")
 
     def _next_day(self, year: int, month: int, day: int) -> int:
         """The first matching day of the month at or after ``day``, or -1."""
-        length = 28 if month == 2 and not calendar.isleap(year) else _MONTH_LENGTHS[month]
-        while day <= length:
-            by_date = _next_member(self.days, day)
-            if by_date < 0:
-                by_date = 32
-            weekday = (date(year, month, day).weekday() + 1) % 7  # cron numbering, Sunday 0
-            by_weekday = day + _next_member(self.weekdays | self.weekdays << 7, weekday) - weekday
-            later = min(by_date, by_weekday) if self.day_or else max(by_date, by_weekday)
-            if later == day:
-                return day
-            day = later
-        return -1
+        first, length = calendar.monthrange(year, month)  # Monday is 0, Sunday for cron
+        return _next_member(self.days.matching(length, (first + 1) % 7), day)
 
 
 @functools.lru_cache(maxsize=65536)
 def _parse(expr: str, seed: str) -> CronTimetable:
     text = expr.strip()
+    if _ZONE_PREFIX.match(text):
+        raise InvalidExpression(
+            f"CRON_TZ or TZ used in {expr!r} is not supported: give the zone as spec.timeZone "
+            "instead (--timezone for tickwork preview)"
+        )
     if text.startswith("@"):
         if text.lower() == "@reboot":
             raise InvalidExpression("@reboot is not supported: a schedule needs a time")
@@ -453,27 +512,50 @@ def _parse(expr: str, seed: str) -> CronTimetable:
         raise InvalidExpression(
             f"expected 5 fields, or 6 with seconds first; got {len(fields)} in {expr!r}"
         )
-    masks = [_field_mask(part, spec, seed) for part, spec in zip(fields, _FIELDS, strict=True)]
-    seconds, minutes, hours, days, months, weekdays = masks
+    seconds, minutes, hours = (_field_mask(fields[i], _FIELDS[i], seed) for i in range(3))
+    dates, before_last, nearest, last_weekday = _date_items(fields[3], seed)
+    months = _field_mask(fields[4], _MONTHS, seed)
+    weekdays, nth, last_of = _weekday_items(fields[5], seed)
     days_star, weekdays_star = fields[3] in ("*", "?"), fields[5] in ("*", "?")
+    days = cron_days.Days(
+        dates=dates,
+        weekdays=weekdays,
+        either=not (days_star or weekdays_star),
+        before_last=before_last,
+        nearest=nearest,
+        last_weekday=last_weekday,
+        nth=nth,
+        last_of=last_of,
+    )
     if weekdays_star and not days_star:
-        first_day = _next_member(days, 1)
-        longest = max(_MONTH_LENGTHS[m] for m in range(1, 13) if months >> m & 1)
-        if first_day > longest:
-            raise InvalidExpression(
-                f"day-of-month field: day {first_day} never occurs in month {fields[4]!r}"
-            )
+        _check_dates_occur(days, months, fields[3], fields[4])
     return CronTimetable(
         expression=expr,
         seconds=seconds,
         minutes=minutes,
         hours=hours,
-        days=days,
         months=months,
-        weekdays=weekdays,
-        day_or=not (days_star or weekdays_star),
+        days=days,
         hour_wildcard=fields[2] == "*",
     )
+
+
+def _check_dates_occur(days: cron_days.Days, months: int, text: str, month_text: str) -> None:
+    """Refuse a day-of-month field (the day-of-week one being ``*``) no allowed month has."""
+    allowed = [m for m in range(1, 13) if months >> m & 1]
+    if not days.special:
+        first_day = _next_member(days.dates, 1)
+        if first_day > max(_MONTH_LENGTHS[m] for m in allowed):
+            raise InvalidExpression(
+                f"day-of-month field: day {first_day} never occurs in month {month_text!r}"
+            )
+        return
+    # Every length a month has, starting on every weekday, comes within 400 years.
+    lengths = {_MONTH_LENGTHS[m] for m in allowed} | ({28} if 2 in allowed else set())
+    if not any(days.matching(n, first) for n in lengths for first in range(7)):
+        raise InvalidExpression(
+            f"day-of-month field: {text!r} never occurs in month {month_text!r}"
+        )
 
 
 @dataclass(frozen=True)
