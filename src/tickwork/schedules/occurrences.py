@@ -441,7 +441,8 @@ class CronTimetable:
         year, month, day = start.year, start.month, start.day
         hour, minute, second = start.hour, start.minute, start.second + strictly_after
         # parse() guarantees a match within the 400-year Gregorian cycle; within 8 years
-        # (29 February) unless a 5th weekday of February is asked for (every 28 years or so).
+        # (29 February) unless a 5th weekday of February is asked for (every 28 years, 40
+        # across 2100).
         give_up = year + 400
         level = 0  # the first field not yet known to match: month, day, hour, minute, second
         while year < give_up:
@@ -512,7 +513,9 @@ def _parse(expr: str, seed: str) -> CronTimetable:
         raise InvalidExpression(
             f"expected 5 fields, or 6 with seconds first; got {len(fields)} in {expr!r}"
         )
-    seconds, minutes, hours = (_field_mask(fields[i], _FIELDS[i], seed) for i in range(3))
+    seconds, minutes, hours = (
+        _field_mask(part, spec, seed) for part, spec in zip(fields[:3], _FIELDS[:3], strict=True)
+    )
     dates, before_last, nearest, last_weekday = _date_items(fields[3], seed)
     months = _field_mask(fields[4], _MONTHS, seed)
     weekdays, nth, last_of = _weekday_items(fields[5], seed)
