@@ -76,7 +76,9 @@ def test_a_metadata_only_update_of_an_invalid_object_is_allowed(handler: Any) ->
     old = schedule(BAD)
     request(handler)("UPDATE", schedule(BAD, labels={"team": "a"}), old)
     request(handler)(
-        "UPDATE", schedule(BAD, annotations={"kopf.zalando.org/last-handled-configuration": "x"}), old
+        "UPDATE",
+        schedule(BAD, annotations={"kopf.zalando.org/last-handled-configuration": "x"}),
+        old,
     )
 
 

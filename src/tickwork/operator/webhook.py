@@ -11,8 +11,8 @@ labels, kopf's annotations) is allowed even when the stored spec is invalid. The
 (the translation and the tenant policies the watch holds in memory): it answers while the
 database is down. kopf serves it over TLS (the given certificate, else a self-signed one it
 generates); the operator does not create or change any ValidatingWebhookConfiguration: the
-chart ships ``CONFIGURATION_NAME`` (docs/operator.md shows one to apply by hand), so the
-operator needs no RBAC on webhook configurations."""
+chart ships it (the webhook ``WEBHOOK_NAME`` at the path ``/HANDLER_ID``; docs/operator.md
+shows one to apply by hand), so the operator needs no RBAC on webhook configurations."""
 
 from __future__ import annotations
 
@@ -25,8 +25,8 @@ from tickwork.operator.config import GROUP, PLURAL, VERSION, OperatorConfig
 from tickwork.operator.desired import entry_of, refusal
 from tickwork.schedules.tenancy import TenantPolicy
 
-CONFIGURATION_NAME = "tickwork.io"
-"""The suffix of the webhook's name (``schedule.tickwork.io``) in the configuration."""
+WEBHOOK_NAME = "schedule.tickwork.io"
+"""The webhook's name in the ValidatingWebhookConfiguration."""
 HANDLER_ID = "schedule"
 """kopf serves the check at the path ``/schedule``."""
 OPERATIONS = ("CREATE", "UPDATE")
