@@ -243,6 +243,17 @@ def test_disabled_alerts_are_left_out(helm: Helm) -> None:
     assert dropped not in names and len(names) == len(ALERT_FILES) - 1
 
 
+def test_without_the_operator_its_absence_does_not_alert(helm: Helm) -> None:
+    monitoring = {"prometheusRule": {"enabled": True, "disabledAlerts": ["TickworkNoWorkers"]}}
+    values = {**chart_render.QUICK_START, "metrics": monitoring, "operator": {"enabled": False}}
+    names = alert_names(helm.render("no-operator", values).one("PrometheusRule"))
+    assert "TickworkOperatorDown" not in names and "TickworkNoWorkers" not in names
+    assert len(names) == len(ALERT_FILES) - 2
+    assert "TickworkOperatorDown" in alert_names(
+        helm.render("operator", {**values, "operator": {"enabled": True}}).one("PrometheusRule")
+    )
+
+
 def copy_chart(tmp_path: Path) -> Path:
     copy = tmp_path / "tickwork"
     shutil.copytree(CHART, copy)
