@@ -107,7 +107,8 @@ _LABEL_SELECTOR = {
 }
 
 # Minimal, hand-written schemas of the third-party custom resources the chart renders
-# (Prometheus Operator, cert-manager, KEDA): the fields the chart uses, their types, nothing unknown.
+# (Prometheus Operator, cert-manager, KEDA): the fields the chart uses, their types, nothing
+# unknown.
 THIRD_PARTY_SCHEMAS: dict[tuple[str, str], dict[str, Any]] = {
     ("monitoring.coreos.com/v1", "ServiceMonitor"): _resource(
         {

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import subprocess
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
 import binaries
-from test_crd import crd_version
 from tickwork.db.schedules import OpenJob, ScheduleRow
 from tickwork.model import JobId, JobStatus
 from tickwork.operator import status
@@ -27,6 +27,14 @@ NOW = datetime.now(UTC).replace(microsecond=0)
 """kubectl measures ages from the wall clock, so the objects' times are set around it."""
 
 SEPARATOR = "\x1f"
+CRD_PATH = Path(__file__).resolve().parents[2] / "crds" / "schedules.tickwork.io.yaml"
+
+
+def columns() -> list[dict[str, Any]]:
+    """The Schedule CRD's additionalPrinterColumns."""
+    (version,) = yaml.safe_load(CRD_PATH.read_text())["spec"]["versions"]
+    found: list[dict[str, Any]] = version["additionalPrinterColumns"]
+    return found
 
 
 def human_duration(seconds: float) -> str:
@@ -144,14 +152,13 @@ def schedule(spec: dict[str, Any], stored: ScheduleRow, active: list[OpenJob]) -
 
 def table(document: dict[str, Any]) -> dict[str, str]:
     """Every column's cell, by column name."""
-    columns = crd_version()["additionalPrinterColumns"]
-    found = evaluate(document, [c["jsonPath"] for c in columns])
-    return {c["name"]: cell(c, text) for c, text in zip(columns, found, strict=True)}
+    found = evaluate(document, [c["jsonPath"] for c in columns()])
+    return {c["name"]: cell(c, text) for c, text in zip(columns(), found, strict=True)}
 
 
 def main_columns() -> list[str]:
     """The columns ``kubectl get`` shows without ``-o wide``."""
-    return [c["name"] for c in crd_version()["additionalPrinterColumns"] if not c.get("priority")]
+    return [c["name"] for c in columns() if not c.get("priority")]
 
 
 FIRED = {
@@ -207,8 +214,18 @@ def test_a_date_column_of_a_time_to_come_would_show_invalid() -> None:
 
 @pytest.mark.parametrize(
     ("seconds", "text"),
-    [(-5, "<invalid>"), (-1, "0s"), (90, "90s"), (150, "2m30s"), (600, "10m"), (7500, "125m")]
-    + [(4 * 3600 + 60, "4h1m"), (30 * 3600, "30h"), (3 * 86400, "3d"), (800 * 86400, "2y70d")],
+    [
+        (-5, "<invalid>"),
+        (-1, "0s"),
+        (90, "90s"),
+        (150, "2m30s"),
+        (600, "10m"),
+        (7500, "125m"),
+        (4 * 3600 + 60, "4h1m"),
+        (30 * 3600, "30h"),
+        (3 * 86400, "3d"),
+        (800 * 86400, "2y70d"),
+    ],
 )
 def test_ages_are_printed_as_kubectl_prints_them(seconds: int, text: str) -> None:
     assert human_duration(seconds) == text

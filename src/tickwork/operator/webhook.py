@@ -17,7 +17,7 @@ shows one to apply by hand), so the operator needs no RBAC on webhook configurat
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 import kopf
 
@@ -29,7 +29,7 @@ WEBHOOK_NAME = "schedule.tickwork.io"
 """The webhook's name in the ValidatingWebhookConfiguration."""
 HANDLER_ID = "schedule"
 """kopf serves the check at the path ``/schedule``."""
-OPERATIONS = ("CREATE", "UPDATE")
+OPERATIONS: tuple[Literal["CREATE"], Literal["UPDATE"]] = ("CREATE", "UPDATE")
 
 
 def check(body: Mapping[str, Any], policies: Iterable[TenantPolicy] = ()) -> None:
@@ -47,8 +47,8 @@ def register(
 ) -> None:
     """Serve the check with the policies in force (``policies`` reads them per request)."""
 
-    def schedule(body: kopf.Body, old: kopf.Body | None, operation: str, **_: Any) -> None:
-        if admitted_unchecked(operation, body, old):
+    def schedule(body: kopf.Body, **request: Any) -> None:
+        if admitted_unchecked(str(request.get("operation")), body, request.get("old")):
             return
         check(body, policies())
 
