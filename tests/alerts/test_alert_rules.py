@@ -277,6 +277,14 @@ MUTATIONS = [
     ),
     ("TickworkNoWorkers", "> 300", "> 3000", "an exporter stuck on an old sample"),
     ("TickworkNoWorkers", "for: 2m", "for: 0m", "the hold"),
+    (
+        "TickworkOperatorDown",
+        '{job=~".+-operator-metrics"}',
+        "",
+        "the workers' copy of the operator's metrics does not count",
+    ),
+    ("TickworkOperatorDown", "[3m]", "[30m]", "the window"),
+    ("TickworkOperatorDown", "for: 2m", "for: 0m", "the hold"),
 ]
 
 

@@ -53,10 +53,14 @@ def openapi_to_json_schema(node: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def chart_crds(crd_dir: Path = CHART / "crds") -> dict[tuple[str, str], dict[str, Any]]:
-    """(apiVersion, kind) -> JSON Schema of every CRD version in the chart's crds/."""
+CRD_DIRS = (CHART / "crds", CHART / "files" / "crds")
+"""Helm's crds/ (kopf's peering CRDs) and the CRDs templates/crds.yaml renders."""
+
+
+def chart_crds(crd_dirs: tuple[Path, ...] = CRD_DIRS) -> dict[tuple[str, str], dict[str, Any]]:
+    """(apiVersion, kind) -> JSON Schema of every CRD version the chart installs."""
     schemas: dict[tuple[str, str], dict[str, Any]] = {}
-    for path in sorted(crd_dir.glob("*.y*ml")):
+    for path in sorted(p for crd_dir in crd_dirs for p in crd_dir.glob("*.y*ml")):
         for crd in yaml.safe_load_all(path.read_text()):
             if not crd or crd.get("kind") != "CustomResourceDefinition":
                 continue
@@ -103,7 +107,8 @@ _LABEL_SELECTOR = {
 }
 
 # Minimal, hand-written schemas of the third-party custom resources the chart renders
-# (Prometheus Operator, KEDA): the fields the chart uses, their types, nothing unknown.
+# (Prometheus Operator, cert-manager, KEDA): the fields the chart uses, their types, nothing
+# unknown.
 THIRD_PARTY_SCHEMAS: dict[tuple[str, str], dict[str, Any]] = {
     ("monitoring.coreos.com/v1", "ServiceMonitor"): _resource(
         {
@@ -177,6 +182,37 @@ THIRD_PARTY_SCHEMAS: dict[tuple[str, str], dict[str, Any]] = {
                         },
                     },
                 }
+            },
+        }
+    ),
+    ("cert-manager.io/v1", "Issuer"): _resource(
+        {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {"selfSigned": {"type": "object", "additionalProperties": False}},
+            "required": ["selfSigned"],
+        }
+    ),
+    ("cert-manager.io/v1", "Certificate"): _resource(
+        {
+            "type": "object",
+            "required": ["secretName", "dnsNames", "issuerRef"],
+            "additionalProperties": False,
+            "properties": {
+                "secretName": {"type": "string", "minLength": 1},
+                "dnsNames": {"type": "array", "minItems": 1, "items": {"type": "string"}},
+                "duration": _DURATION,
+                "renewBefore": _DURATION,
+                "issuerRef": {
+                    "type": "object",
+                    "required": ["name"],
+                    "additionalProperties": False,
+                    "properties": {
+                        "name": {"type": "string", "minLength": 1},
+                        "kind": {"enum": ["Issuer", "ClusterIssuer"]},
+                        "group": {"type": "string"},
+                    },
+                },
             },
         }
     ),
@@ -258,7 +294,7 @@ def kubernetes_validate_errors(obj: dict[str, Any]) -> list[str]:
     except kubernetes_validate.SchemaNotFoundError:
         return [
             f"no schema for {obj['apiVersion']} {obj['kind']}: a custom resource the chart "
-            "renders needs its CRD in helm/tickwork/crds/ or a schema in THIRD_PARTY_SCHEMAS"
+            "renders needs its CRD in the chart or a schema in THIRD_PARTY_SCHEMAS"
         ]
     except kubernetes_validate.ValidationError as exc:
         return [str(exc)]

@@ -25,6 +25,7 @@ QUICK_URL = f"postgresql://tickwork:{PASSWORD}@db.example:5432/tickwork?sslmode=
 SECRET_MARKERS = (PASSWORD, QUICK_URL, base64.b64encode(QUICK_URL.encode()).decode())
 
 QUICK_START: dict[str, Any] = {"database": {"url": QUICK_URL}}
+CA_BUNDLE = base64.b64encode(b"-----BEGIN CERTIFICATE-----\n...").decode()
 EXISTING_SECRET: dict[str, Any] = {
     "database": {"existingSecret": "app-db", "existingSecretKey": "uri"}
 }
@@ -51,7 +52,10 @@ MATRIX: dict[str, dict[str, Any]] = {
         },
     },
     "existing-secret": EXISTING_SECRET,
-    "webhook": {**EXISTING_SECRET, "webhook": {"enabled": True, "tlsSecret": "webhook-tls"}},
+    "webhook": {
+        **EXISTING_SECRET,
+        "webhook": {"enabled": True, "tlsSecret": "webhook-tls", "caBundle": CA_BUNDLE},
+    },
     # Two teams' worker pools: billing scales with KEDA (to zero), reports with the HPA.
     "pools": {
         **QUICK_START,
@@ -91,7 +95,7 @@ MATRIX: dict[str, dict[str, Any]] = {
         **QUICK_START,
         "operator": {"namespaces": ["team-a", "team-b"], "statusIntervalSeconds": 30},
         "worker": {"namespaces": ["team-a", "team-b"], "shutdownGraceSeconds": 120.5},
-        "webhook": {"enabled": True, "tlsSecret": "webhook-tls"},
+        "webhook": {"enabled": True, "certManager": {"enabled": True}},
         "networkPolicy": {
             "enabled": True,
             "metricsFrom": [{"namespaceSelector": {"matchLabels": {"name": "monitoring"}}}],

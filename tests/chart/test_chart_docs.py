@@ -47,7 +47,7 @@ def test_every_value_the_guide_sets_exists() -> None:
         assert known(key), f"the guide sets {key}, which the chart does not have"
     for key in re.findall(
         r"`((?:worker|operator|keda|autoscaling|metrics|database|migrations|"
-        r"webhook|networkPolicy|image)\.[\w.]+)`",
+        r"webhook|networkPolicy|image|crds)\.[\w.]+)`",
         TEXT,
     ):
         assert known(key), f"the guide names {key}, which the chart does not have"
@@ -74,3 +74,18 @@ def test_the_guides_worker_pools_render_and_pass_every_check(helm: chart_render.
     assert names == {
         f"{chart_render.RELEASE}-tickwork-worker-{p['name']}" for p in values["workerPools"]
     }
+
+
+def test_the_guides_extra_volumes_and_sidecar_render_securely(
+    helm: chart_render.Helm,
+) -> None:
+    (values,) = [doc for doc in yaml_blocks() if "extraContainers" in doc.get("worker", {})]
+    rendering = helm.render("guide-extras", {**chart_render.QUICK_START, **values})
+    # The other checks are about the chart's own container of each pod.
+    chart_checks.check_security_contexts(rendering)
+    chart_checks.validate_offline(rendering)
+    (worker,) = [
+        d for d in rendering.of_kind("Deployment") if d["metadata"]["name"].endswith("-worker")
+    ]
+    names = [c["name"] for c in worker["spec"]["template"]["spec"]["containers"]]
+    assert names == ["worker", "sql-proxy"]

@@ -243,6 +243,17 @@ def test_disabled_alerts_are_left_out(helm: Helm) -> None:
     assert dropped not in names and len(names) == len(ALERT_FILES) - 1
 
 
+def test_without_the_operator_its_absence_does_not_alert(helm: Helm) -> None:
+    monitoring = {"prometheusRule": {"enabled": True, "disabledAlerts": ["TickworkNoWorkers"]}}
+    values = {**chart_render.QUICK_START, "metrics": monitoring, "operator": {"enabled": False}}
+    names = alert_names(helm.render("no-operator", values).one("PrometheusRule"))
+    assert "TickworkOperatorDown" not in names and "TickworkNoWorkers" not in names
+    assert len(names) == len(ALERT_FILES) - 2
+    assert "TickworkOperatorDown" in alert_names(
+        helm.render("operator", {**values, "operator": {"enabled": True}}).one("PrometheusRule")
+    )
+
+
 def copy_chart(tmp_path: Path) -> Path:
     copy = tmp_path / "tickwork"
     shutil.copytree(CHART, copy)
@@ -307,17 +318,21 @@ def test_a_broken_alert_file_fails_the_render_readably(
 # --- webhook ---------------------------------------------------------------------------------
 
 
-CERT_FLAGS = (("cert", "tls.crt"), ("key", "tls.key"), ("ca", "ca.crt"))
+CERT_FLAGS = (("cert", "tls.crt"), ("key", "tls.key"))
 
 
-def test_the_webhook_needs_a_tls_secret(helm: Helm, tmp_path: Path) -> None:
+def test_the_webhook_needs_a_tls_secret_and_its_ca(helm: Helm, tmp_path: Path) -> None:
     values = {**chart_render.EXISTING_SECRET, "webhook": {"enabled": True}}
     result = helm.template(values, tmp_path)
     assert result.returncode != 0
     assert "webhook.tlsSecret: the webhook needs a TLS Secret" in result.stderr
+    values["webhook"]["tlsSecret"] = "webhook-tls"
+    result = helm.template(values, tmp_path)
+    assert result.returncode != 0
+    assert "webhook.caBundle: the webhook configuration needs the base64 PEM" in result.stderr
 
 
-def test_the_webhook_is_served_behind_a_service_and_may_manage_its_configuration(
+def test_the_webhook_is_served_behind_a_service_with_its_own_certificate(
     rendered: dict[str, Rendering],
 ) -> None:
     r = rendered["webhook"]
@@ -325,13 +340,13 @@ def test_the_webhook_is_served_behind_a_service_and_may_manage_its_configuration
     (container,) = operator["spec"]["template"]["spec"]["containers"]
     args = container["args"]
     assert "--webhook" in args and "--webhook-port=9443" in args
-    services = {s["metadata"]["name"]: s for s in r.of_kind("Service")}
-    (host,) = [a.split("=", 1)[1] for a in args if a.startswith("--webhook-host=")]
-    name, namespace, svc = host.split(".")
-    assert (namespace, svc) == (NAMESPACE, "svc")
-    assert services[name]["spec"]["ports"] == [
+    (service,) = [s for s in r.of_kind("Service") if s["metadata"]["name"].endswith("-webhook")]
+    assert service["spec"]["ports"] == [
         {"name": "webhook", "port": 9443, "targetPort": "webhook", "protocol": "TCP"}
-    ], "kopf registers https://HOST:PORT, so the Service listens on the webhook port"
+    ]
+    assert service["spec"]["publishNotReadyAddresses"] is True, (
+        "the operator's readiness asks the database; the webhook must answer without it"
+    )
     assert {"name": "webhook", "containerPort": 9443, "protocol": "TCP"} in container["ports"]
     # kopf's self-signed certificate needs packages the image does not carry: a TLS Secret
     # (cert-manager's layout) is mounted and named by flags.
@@ -342,12 +357,7 @@ def test_the_webhook_is_served_behind_a_service_and_may_manage_its_configuration
     ]
     volumes = operator["spec"]["template"]["spec"]["volumes"]
     assert {"name": "webhook-tls", "secret": {"secretName": "webhook-tls"}} in volumes
-    rules = [rule for role in r.of_kind("ClusterRole") for rule in role["rules"]]
-    assert {
-        "apiGroups": ["admissionregistration.k8s.io"],
-        "resources": ["validatingwebhookconfigurations"],
-        "verbs": ["get", "list", "watch", "create", "patch"],
-    } in rules
+    assert not r.of_kind("Certificate") and not r.of_kind("Issuer")
 
 
 # --- namespaced operator, NetworkPolicies --------------------------------------------------
@@ -410,14 +420,19 @@ def test_network_policies_open_only_the_http_and_webhook_ports(
 
 
 def test_the_chart_crds_are_the_top_level_crds() -> None:
+    """One source: the chart's files/crds/ (tickwork's, templated) and crds/ (kopf's, Helm's
+    install-only directory) hold together exactly the files of crds/, byte for byte."""
     top = chart_render.ROOT / "crds"
-    ours = CHART / "crds"
+    templated, helms = CHART / "files" / "crds", CHART / "crds"
     names = sorted(p.name for p in top.iterdir() if p.is_file())
-    assert names == sorted(p.name for p in ours.iterdir() if p.is_file()), (
-        "helm/tickwork/crds/ must hold exactly the files of crds/ (copy them over)"
-    )
+    ours = {p.name: p for d in (templated, helms) for p in d.iterdir() if p.is_file()}
+    assert names == sorted(ours), "the chart's CRD files must be exactly those of crds/"
+    assert sorted(p.name for p in templated.iterdir()) == [
+        "schedules.tickwork.io.yaml",
+        "tenantpolicies.tickwork.io.yaml",
+    ]
     for name in names:
-        assert (ours / name).read_bytes() == (top / name).read_bytes(), f"{name} differs"
+        assert ours[name].read_bytes() == (top / name).read_bytes(), f"{name} differs"
 
 
 def test_the_crds_validate_offline(helm: Helm) -> None:

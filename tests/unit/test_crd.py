@@ -263,7 +263,7 @@ def test_the_crd_bounds_are_the_python_limits(path: str) -> None:
 
 
 def test_the_chart_crd_is_the_same_file() -> None:
-    chart = ROOT / "helm" / "tickwork" / "crds" / "schedules.tickwork.io.yaml"
+    chart = ROOT / "helm" / "tickwork" / "files" / "crds" / "schedules.tickwork.io.yaml"
     assert chart.read_text() == CRD_PATH.read_text()
 
 
@@ -336,21 +336,55 @@ def test_the_crd_is_a_valid_kubernetes_object() -> None:
 
 
 def test_printer_columns() -> None:
+    """Like a CronJob's, plus the next run and why it is (not) ready; how kubectl renders
+    them: tests/unit/test_crd_columns.py."""
     columns = {c["name"]: c for c in crd_version()["additionalPrinterColumns"]}
     main = [name for name, c in columns.items() if not c.get("priority")]
     assert main == [
         "Schedule",
-        "Every",
         "Time Zone",
         "Suspend",
-        "Next Run",
+        "Active",
         "Last Schedule",
+        "Next Run",
         "Ready",
+        "Reason",
         "Age",
     ]
-    assert columns["Next Run"]["jsonPath"] == ".status.nextRunAt"
+    assert columns["Schedule"]["jsonPath"] == ".spec['schedule','every']"
+    assert (columns["Next Run"]["jsonPath"], columns["Next Run"]["type"]) == (
+        ".status.nextRunAt",
+        "string",
+    )
     assert columns["Ready"]["jsonPath"] == '.status.conditions[?(@.type=="Ready")].status'
     assert columns["Age"]["jsonPath"] == ".metadata.creationTimestamp"
+
+
+def test_the_crds_are_found_by_short_name_and_category() -> None:
+    """``kubectl get tws`` / ``kubectl get tickwork`` (``schedules`` alone may mean Velero's)."""
+    policies = yaml.safe_load((CRDS / "tenantpolicies.tickwork.io.yaml").read_text())
+    assert crd()["spec"]["names"]["shortNames"] == ["tws"]
+    assert policies["spec"]["names"]["shortNames"] == ["twtp"]
+    for document in (crd(), policies):
+        assert document["spec"]["names"]["categories"] == ["tickwork"]
+
+
+def undescribed(node: dict[str, Any], path: str) -> list[str]:
+    """The paths under ``node`` (its properties and items) without a description."""
+    missing = [] if str(node.get("description") or "").strip() else [path or "<root>"]
+    for key, child in node.get("properties", {}).items():
+        missing += undescribed(child, f"{path}.{key}")
+    if "items" in node:
+        missing += undescribed(node["items"], f"{path}[]")
+    return missing
+
+
+@pytest.mark.parametrize("name", ["schedules.tickwork.io", "tenantpolicies.tickwork.io"])
+def test_every_crd_field_has_a_description(name: str) -> None:
+    """What ``kubectl explain schedule.spec.job`` and the like show."""
+    document = yaml.safe_load((CRDS / f"{name}.yaml").read_text())
+    (version,) = document["spec"]["versions"]
+    assert undescribed(version["schema"]["openAPIV3Schema"], "") == []
 
 
 def test_crd_fields_are_the_spec_fields() -> None:
@@ -399,6 +433,7 @@ def test_crd_status_fields() -> None:
         "lastScheduleTime",
         "lastSuccessfulTime",
         "active",
+        "activeCount",
         "skippedOccurrences",
         "conditions",
     }

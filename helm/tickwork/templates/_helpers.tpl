@@ -261,3 +261,27 @@ Nothing when worker.enabled is false; a pool whose enabled is false is left out.
 {{ toYaml . }}
 {{- end }}
 {{- end -}}
+
+{{/* The Secret holding the webhook's certificate: webhook.tlsSecret, or with cert-manager
+(webhook.certManager.enabled) by default the one its Certificate writes. */}}
+{{- define "tickwork.webhookTlsSecret" -}}
+{{- if .Values.webhook.certManager.enabled -}}
+{{- default (printf "%s-tls" (include "tickwork.componentName" (dict "root" . "component" "webhook"))) .Values.webhook.tlsSecret -}}
+{{- else -}}
+{{- required "webhook.tlsSecret: the webhook needs a TLS Secret (tls.crt, tls.key, ca.crt), e.g. from cert-manager, or set webhook.certManager.enabled" .Values.webhook.tlsSecret -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The database Secret and key of the migration Job: migrations.database.existingSecret
+(e.g. an owner role's credentials), else the one every role uses. */}}
+{{- define "tickwork.migrationDatabaseEnv" -}}
+{{- if .Values.migrations.database.existingSecret -}}
+- name: TICKWORK_DATABASE_URL
+  valueFrom:
+    secretKeyRef:
+      name: {{ .Values.migrations.database.existingSecret }}
+      key: {{ .Values.migrations.database.existingSecretKey }}
+{{- else -}}
+{{ include "tickwork.databaseEnv" . }}
+{{- end -}}
+{{- end -}}
