@@ -8,6 +8,7 @@ operator's and the console's are next to them (:mod:`tickwork.operator.config`,
 their flags, and docs/settings.md tabulates them all.
 """
 
+from tickwork.settings import table
 from tickwork.settings.arguments import add_arguments, default_text, flag_values, help_text
 from tickwork.settings.fields import env_name, flag_name, label, setting
 from tickwork.settings.loader import load
@@ -30,4 +31,5 @@ __all__ = [
     "label",
     "load",
     "setting",
+    "table",
 ]
