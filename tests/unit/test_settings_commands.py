@@ -8,6 +8,7 @@ import argparse
 import dataclasses
 import re
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -27,6 +28,7 @@ from tickwork.settings import (
 from tickwork.settings.dev import DevSettings
 from tickwork.settings.sync import SyncSettings
 
+T = TypeVar("T")
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "settings.md"
 
 COMMANDS: dict[str, tuple[type, ...]] = {
@@ -77,7 +79,7 @@ def test_no_flag_of_a_command_retypes_a_default_by_hand(command: str) -> None:
             assert option in generated, (command, option)
 
 
-def _load(cls: type, argv: list[str], env: dict[str, str]) -> object:
+def _load(cls: type[T], argv: list[str], env: dict[str, str]) -> T:
     return common.load(cls, build_parser().parse_args(argv), env)
 
 
@@ -96,12 +98,14 @@ def test_flags_win_over_variables_which_win_over_defaults_for_every_command() ->
     assert _load(AdminSettings, ["admin"], {}) == AdminSettings()
     assert _load(DevSettings, ["dev", "--data-dir", "/tmp/d"], env) == DevSettings("/tmp/d", 6000)
     assert _load(DevSettings, ["dev"], {}) == DevSettings()
-    assert _load(SyncSettings, ["sync", "ns", "-f", "x", "--owner", "ci"], env).owner == "ci"  # type: ignore[attr-defined]
-    assert _load(SyncSettings, ["sync", "ns", "-f", "x"], env).owner == "from-env"  # type: ignore[attr-defined]
-    assert _load(SyncSettings, ["sync", "ns", "-f", "x"], {}).owner == "tickwork-sync"  # type: ignore[attr-defined]
+    assert _load(SyncSettings, ["sync", "ns", "-f", "x", "--owner", "ci"], env).owner == "ci"
+    assert _load(SyncSettings, ["sync", "ns", "-f", "x"], env).owner == "from-env"
+    assert _load(SyncSettings, ["sync", "ns", "-f", "x"], {}).owner == "tickwork-sync"
     assert _load(LogSettings, ["worker"], env) == LogSettings("text", "debug")
-    assert _load(LogSettings, ["worker", "--log-level", "error"], env) == LogSettings("text", "error")
-    assert _load(QuietLogSettings, ["dev"], {}).log_level == "warning"  # type: ignore[attr-defined]
+    assert _load(LogSettings, ["worker", "--log-level", "error"], env) == LogSettings(
+        "text", "error"
+    )
+    assert _load(QuietLogSettings, ["dev"], {}).log_level == "warning"
     url = _load(DatabaseSettings, ["--database-url", "postgresql://flag/db", "jobs"], env)
     assert url == DatabaseSettings("postgresql://flag/db")
     assert _load(DatabaseSettings, ["jobs"], env) == DatabaseSettings("postgresql://env/db")

@@ -83,7 +83,7 @@ def add_logging(
 
 def configure_logging(args: argparse.Namespace, env: Env) -> settings.LogSettings:
     """Logging as chosen by ``--log-format``/``--log-level`` or their variables."""
-    chosen = load(args.log_settings, args, env)
+    chosen: settings.LogSettings = load(args.log_settings, args, env)
     logs.configure(chosen.log_level, as_json=chosen.log_format == "json")
     return chosen
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+
 from tickwork.cli import common
 from tickwork.errors import DatabaseUnavailable
 from tickwork.operator import runner
@@ -22,6 +23,7 @@ from tickwork.operator.config import OperatorConfig
 from tickwork.settings import add_arguments
 
 log = logging.getLogger(__name__)
+
 
 def register(subcommands: common.Subcommands) -> None:
     parser = subcommands.add_parser(

@@ -37,9 +37,9 @@ def add_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
                 options["action"] = "append"
         groups[spec.group].add_argument(flag, help=help_text(cls, f), **options)
         if spec.old_flag:
-            parser.add_argument(spec.old_flag, help=argparse.SUPPRESS, **{
-                **options, "dest": _OLD + f.name
-            })
+            parser.add_argument(
+                spec.old_flag, help=argparse.SUPPRESS, **{**options, "dest": _OLD + f.name}
+            )
 
 
 def help_text(cls: type, f: dataclasses.Field[Any]) -> str:

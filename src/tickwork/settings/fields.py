@@ -140,7 +140,9 @@ def validate(settings: Any) -> None:
 
 
 def at_least(minimum: float) -> Check:
-    return lambda value: None if value >= minimum else f"must be ≥ {show(minimum)}, not {show(value)}"
+    return lambda value: (
+        None if value >= minimum else f"must be ≥ {show(minimum)}, not {show(value)}"
+    )
 
 
 def between(low: int, high: int) -> Check:

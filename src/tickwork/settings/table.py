@@ -16,5 +16,7 @@ def markdown(*classes: type) -> str:
             spec = spec_of(f)
             flag = f"`{flag_name(f)}`" if flag_name(f) else "—"
             default, doc = (text.replace("|", "\\|") for text in (default_text(f), spec.doc))
-            rows.append(f"| {spec.group} | {flag} | `{env_name(cls, f.name)}` | {default} | {doc} |")
+            rows.append(
+                f"| {spec.group} | {flag} | `{env_name(cls, f.name)}` | {default} | {doc} |"
+            )
     return "\n".join(rows) + "\n"
