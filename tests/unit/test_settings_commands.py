@@ -196,13 +196,31 @@ TABLES = {
     "sync": (SyncSettings, DatabaseSettings),
     "database": (DatabaseSettings,),
 }
+"""The generated tables: ``<!-- settings:NAME -->`` … ``<!-- /settings -->`` in a document."""
+
+BLOCK = re.compile(r"(<!-- settings:(\w+) -->\n)(.*?)(<!-- /settings -->)", re.DOTALL)
+DOCUMENTS = [DOCS.parents[1] / "README.md", *sorted(DOCS.parent.glob("*.md"))]
 
 
-@pytest.mark.parametrize("name", sorted(TABLES))
-def test_docs_settings_tables_match_the_dataclasses(name: str) -> None:
-    text = DOCS.read_text()
-    found = re.search(rf"<!-- settings:{name} -->\n(.*?)<!-- /settings -->", text, re.DOTALL)
-    assert found, f"docs/settings.md has no table {name}"
-    assert found.group(1) == table.markdown(*TABLES[name]), (
-        f"regenerate: python -c 'from tickwork.settings import table; ...' ({name})"
+def regenerated(text: str) -> str:
+    return BLOCK.sub(lambda m: m[1] + table.markdown(*TABLES[m[2]]) + m[4], text)
+
+
+def test_every_table_of_settings_is_documented() -> None:
+    assert {m[2] for m in BLOCK.finditer(DOCS.read_text())} == set(TABLES)
+    assert "<!-- settings:admin -->" in (DOCS.parent / "admin.md").read_text()
+    assert "<!-- settings:operator -->" in (DOCS.parent / "operator.md").read_text()
+
+
+@pytest.mark.parametrize("document", DOCUMENTS, ids=lambda path: path.name)
+def test_documented_settings_tables_match_the_dataclasses(document: Path) -> None:
+    text = document.read_text()
+    assert text == regenerated(text), (
+        f"{document.name}: a settings table differs from the dataclasses; regenerate them with "
+        "`python tests/unit/test_settings_commands.py`"
     )
+
+
+if __name__ == "__main__":
+    for path in DOCUMENTS:
+        path.write_text(regenerated(path.read_text()))
