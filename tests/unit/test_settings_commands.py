@@ -37,7 +37,7 @@ COMMANDS: dict[str, tuple[type, ...]] = {
     "admin": (AdminSettings, CredentialSources, DatabaseSettings, LogSettings),
     "dev": (DevSettings, QuietLogSettings),
     "sync": (SyncSettings, DatabaseSettings),
-    "migrate": (DatabaseSettings,),
+    "migrate": (DatabaseSettings, LogSettings),
     "jobs": (DatabaseSettings,),
     "enqueue": (DatabaseSettings,),
     "schedules": (DatabaseSettings,),

@@ -9,7 +9,7 @@ their flags, and docs/settings.md tabulates them all.
 """
 
 from tickwork.settings import table
-from tickwork.settings.arguments import add_arguments, default_text, flag_values, help_text
+from tickwork.settings.arguments import add_arguments, default_text, flag_values
 from tickwork.settings.fields import env_name, flag_name, label, setting
 from tickwork.settings.loader import load
 from tickwork.settings.shared import DatabaseSettings, LogSettings, QuietLogSettings
@@ -27,7 +27,6 @@ __all__ = [
     "env_name",
     "flag_name",
     "flag_values",
-    "help_text",
     "label",
     "load",
     "setting",
