@@ -172,7 +172,7 @@ class WorkerSettings:
         if self.heartbeat_seconds >= self.lease_seconds:
             raise ConfigurationError(
                 f"{label(WorkerSettings, 'heartbeat_seconds')}: must be shorter than "
-                f"{label(WorkerSettings, 'lease_seconds')}, {self.lease_seconds:g}; "
+                f"{label(WorkerSettings, 'lease_seconds')} = {self.lease_seconds:g}, "
                 f"not {self.heartbeat_seconds:g}"
             )
 
