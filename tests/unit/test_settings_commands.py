@@ -123,6 +123,9 @@ BAD_VALUES = [
      "TICKWORK_POLL_SECONDS: 'nan' is not a valid float (flag --poll-seconds)"),
     (["worker", "--poll-seconds", "0"], {},
      "--poll-seconds (TICKWORK_POLL_SECONDS): must be > 0, not 0"),
+    (["worker", "--heartbeat-seconds", "40"], {},
+     "--heartbeat-seconds (TICKWORK_HEARTBEAT_SECONDS): must be shorter than --lease-seconds "
+     "(TICKWORK_LEASE_SECONDS) = 30, not 40"),
     (["worker", "--pooler", "session"], {},
      "--pooler (TICKWORK_POOLER): must be one of none, transaction, not 'session'"),
     (["worker", "--http-port", "70000"], {},
