@@ -43,7 +43,14 @@ COMMANDS: dict[str, tuple[type, ...]] = {
     "schedules": (DatabaseSettings,),
     "backfill": (DatabaseSettings,),
     "trigger": (DatabaseSettings,),
+    "cancel": (DatabaseSettings,),
+    "retry": (DatabaseSettings,),
+    "preview": (),
 }
+
+
+def test_every_command_is_listed_with_the_settings_it_reads() -> None:
+    assert set(_subparsers()) == set(COMMANDS)
 
 
 def _subparsers() -> dict[str, argparse.ArgumentParser]:
