@@ -29,7 +29,7 @@ def test_the_roles_default_to_different_ports() -> None:
     "args",
     [
         ["worker", "--app", "tickwork.examples:app", "--http-host", "127.0.0.1"],
-        ["admin", "--host", "127.0.0.1"],
+        ["admin", "--http-host", "127.0.0.1"],
         ["operator", "--standalone"],
     ],
     ids=lambda args: args[0],

@@ -11,14 +11,13 @@ from typing import Any
 import pytest
 
 from tickwork.errors import ConfigurationError
-from tickwork.settings import (
-    WorkerSettings,
-    build_worker_settings,
-    default_worker_name,
-    env_name,
-)
+from tickwork.settings import WorkerSettings, default_worker_name, env_name, load
 
 REQUIRED = {"database_url": "postgresql://db/x", "app": "mod:app"}
+
+
+def build_worker_settings(flags: dict[str, Any], env: dict[str, str]) -> WorkerSettings:
+    return load(WorkerSettings, flags, env)
 
 
 def _build(flags: dict[str, Any] | None = None, env: dict[str, str] | None = None) -> Any:
@@ -49,10 +48,10 @@ def test_defaults() -> None:
 
 def test_every_field_is_documented_and_has_an_environment_variable() -> None:
     for f in dataclasses.fields(WorkerSettings):
-        assert f.metadata.get("doc"), f"{f.name} has no doc"
-        assert env_name(f.name) == "TICKWORK_" + f.name.upper()
-    assert env_name("lease_seconds") == "TICKWORK_LEASE_SECONDS"
-    assert env_name("database_url") == "TICKWORK_DATABASE_URL"
+        assert f.metadata["setting"].doc, f"{f.name} has no doc"
+        assert env_name(WorkerSettings, f.name) == "TICKWORK_" + f.name.upper()
+    assert env_name(WorkerSettings, "lease_seconds") == "TICKWORK_LEASE_SECONDS"
+    assert env_name(WorkerSettings, "database_url") == "TICKWORK_DATABASE_URL"
 
 
 def test_environment_overrides_defaults_with_conversion() -> None:
@@ -172,8 +171,10 @@ def test_unparsable_values_name_where_they_came_from(
     ],
 )
 def test_invalid_values_name_the_field(flags: dict[str, Any], field: str) -> None:
-    with pytest.raises(ConfigurationError, match=field):
+    with pytest.raises(ConfigurationError) as error:
         _build(flags)
+    named = f"--{field.replace('_', '-')} (TICKWORK_{field.upper()}): "
+    assert str(error.value).startswith(named), "the field, by its flag and its variable"
 
 
 @pytest.mark.parametrize("missing", ["database_url", "app"])
@@ -183,7 +184,7 @@ def test_required_settings_name_flag_and_variable(missing: str) -> None:
         build_worker_settings(flags, {})
     message = str(error.value)
     assert f"--{missing.replace('_', '-')}" in message
-    assert env_name(missing) in message
+    assert env_name(WorkerSettings, missing) in message
 
 
 def test_empty_environment_value_does_not_satisfy_a_required_setting() -> None:
@@ -207,5 +208,8 @@ def test_pooler_decides_where_notifications_are_listened_for() -> None:
         env={"TICKWORK_POOLER": "transaction", "TICKWORK_LISTEN_URL": "postgresql://pg/x"}
     )
     assert listening.notifications_url == "postgresql://pg/x"
-    with pytest.raises(ConfigurationError, match="pooler: 'session' is not one of"):
+    with pytest.raises(
+        ConfigurationError,
+        match=r"^--pooler \(TICKWORK_POOLER\): must be one of none, transaction, not 'session'$",
+    ):
         _build({"pooler": "session"})

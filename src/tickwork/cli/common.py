@@ -12,24 +12,20 @@ import argparse
 import os
 import pwd
 import socket
+import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
-from typing import NoReturn, TypeAlias
+from typing import NoReturn, TypeAlias, TypeVar
 
-from tickwork import logs
+from tickwork import logs, settings
 from tickwork.app import App
 from tickwork.db import connections
 from tickwork.errors import ConfigurationError
 
 Env = Mapping[str, str]
 Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
-
-DATABASE_URL_ENV = "TICKWORK_DATABASE_URL"
-LOG_FORMAT_ENV = "TICKWORK_LOG_FORMAT"
-LOG_LEVEL_ENV = "TICKWORK_LOG_LEVEL"
-LOG_FORMATS = ("text", "json")
-LOG_LEVELS = ("debug", "info", "warning", "error")
+T = TypeVar("T")
 
 
 class UsageError(ConfigurationError):
@@ -47,12 +43,18 @@ class Parser(argparse.ArgumentParser):
 
 def add_database_url(parser: argparse.ArgumentParser) -> None:
     """``--database-url``; given before or after the subcommand name."""
-    parser.add_argument(
-        "--database-url",
-        default=argparse.SUPPRESS,
-        metavar="URL",
-        help=f"libpq connection string (default: ${DATABASE_URL_ENV})",
-    )
+    settings.add_arguments(parser, settings.DatabaseSettings)
+
+
+def load(cls: type[T], args: argparse.Namespace, env: Env) -> T:
+    """The settings ``cls`` from this command line and environment (see
+    :func:`tickwork.settings.load`); a renamed flag or variable given by its old name is a
+    warning on stderr."""
+    return settings.load(cls, settings.flag_values(args, cls, warn), env, warn)
+
+
+def warn(message: str) -> None:
+    print(f"tickwork: warning: {message}", file=sys.stderr)
 
 
 def add_output(parser: argparse.ArgumentParser) -> None:
@@ -72,31 +74,18 @@ def add_audit(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reason", help="why, for the audit log")
 
 
-def add_logging(parser: argparse.ArgumentParser, default_level: str) -> None:
-    parser.add_argument(
-        "--log-format",
-        choices=LOG_FORMATS,
-        help=f"text (key=value) or json, one record per line on stderr "
-        f"(default text; env {LOG_FORMAT_ENV})",
-    )
-    parser.add_argument(
-        "--log-level",
-        type=str.lower,
-        choices=LOG_LEVELS,
-        help=f"default {default_level}; env {LOG_LEVEL_ENV}",
-    )
-    parser.set_defaults(default_log_level=default_level)
+def add_logging(
+    parser: argparse.ArgumentParser, cls: type[settings.LogSettings] = settings.LogSettings
+) -> None:
+    settings.add_arguments(parser, cls)
+    parser.set_defaults(log_settings=cls)
 
 
-def configure_logging(args: argparse.Namespace, env: Env) -> None:
+def configure_logging(args: argparse.Namespace, env: Env) -> settings.LogSettings:
     """Logging as chosen by ``--log-format``/``--log-level`` or their variables."""
-    fmt = args.log_format or env.get(LOG_FORMAT_ENV, "text")
-    level = args.log_level or env.get(LOG_LEVEL_ENV, args.default_log_level).lower()
-    if fmt not in LOG_FORMATS:
-        raise UsageError(f"{LOG_FORMAT_ENV}: {fmt!r} is not one of {', '.join(LOG_FORMATS)}")
-    if level not in LOG_LEVELS:
-        raise UsageError(f"{LOG_LEVEL_ENV}: {level!r} is not one of {', '.join(LOG_LEVELS)}")
-    logs.configure(level, as_json=fmt == "json")
+    chosen: settings.LogSettings = load(args.log_settings, args, env)
+    logs.configure(chosen.log_level, as_json=chosen.log_format == "json")
+    return chosen
 
 
 def actor(args: argparse.Namespace, env: Env) -> str:
@@ -118,11 +107,9 @@ def _os_user() -> str:
 def database_url(args: argparse.Namespace, env: Env) -> str:
     """The database URL from ``--database-url`` or the environment, checked by connecting once
     so that an unreachable database is reported at once and with its reason."""
-    url = getattr(args, "database_url", None) or env.get(DATABASE_URL_ENV)
-    if not url:
-        raise UsageError(f"--database-url (or {DATABASE_URL_ENV}) is required")
+    url = load(settings.DatabaseSettings, args, env).database_url
     check_connection(url)
-    return str(url)
+    return url
 
 
 @contextmanager

@@ -1,4 +1,4 @@
-"""``tickwork dev [--data-dir .tickwork] [--port N] [--db-only]``: see :mod:`tickwork.devmode`."""
+"""``tickwork dev [--data-dir DIR] [--port N] [--db-only]``: see :mod:`tickwork.devmode`."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ from pathlib import Path
 from tickwork import devmode
 from tickwork.cli import common
 from tickwork.cli.worker import exit_abandoning_threads, serve
+from tickwork.settings import QuietLogSettings, add_arguments
+from tickwork.settings.dev import DevSettings
 
 
 def register(subcommands: common.Subcommands) -> None:
@@ -22,34 +24,17 @@ def register(subcommands: common.Subcommands) -> None:
         "job state change and fired occurrence. Ctrl-C stops the worker gracefully, then "
         "PostgreSQL.",
     )
-    parser.add_argument(
-        "--data-dir",
-        type=Path,
-        default=Path(".tickwork"),
-        metavar="DIR",
-        help="where PostgreSQL keeps its data (default .tickwork)",
-    )
-    parser.add_argument(
-        "--port",
-        type=int,
-        metavar="N",
-        help="PostgreSQL port on 127.0.0.1 (default: the last one used, or a free one)",
-    )
-    parser.add_argument(
-        "--db-only",
-        action="store_true",
-        help="only start PostgreSQL (migrated) and print its URL for TICKWORK_DATABASE_URL; "
-        "no worker, no examples; Ctrl-C stops it",
-    )
-    common.add_logging(parser, "warning")
+    add_arguments(parser, DevSettings)
+    common.add_logging(parser, QuietLogSettings)
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace, env: common.Env) -> int:
+    settings = common.load(DevSettings, args, env)
     common.configure_logging(args, env)
     out = sys.stdout
-    with devmode.database(args.data_dir, args.port, out) as server:
-        if args.db_only:
+    with devmode.database(Path(settings.data_dir), settings.port, out) as server:
+        if settings.db_only:
             devmode.serve_database(server, out)
             print("stopping PostgreSQL", file=out, flush=True)
             return 0

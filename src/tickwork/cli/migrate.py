@@ -19,11 +19,13 @@ def register(subcommands: common.Subcommands) -> None:
     )
     common.add_database_url(parser)
     common.add_output(parser)
+    common.add_logging(parser)
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace, env: common.Env) -> int:
     url = common.database_url(args, env)
+    common.configure_logging(args, env)
     if args.status:
         _print_status(migrate.status(url), args.output)
         return 0

@@ -23,10 +23,8 @@ from tickwork.db.schedules import ScheduleRow
 from tickwork.errors import InvalidInput
 from tickwork.schedules import manifests, occurrences, tenancy
 from tickwork.schedules.sync import SyncReport
-
-OWNER_ENV = "TICKWORK_SYNC_OWNER"
-DEFAULT_OWNER = "tickwork-sync"
-"""The owner ``tickwork sync`` records for the namespaces it deploys, unless told otherwise."""
+from tickwork.settings import add_arguments
+from tickwork.settings.sync import SyncSettings
 
 PREVIEW_COUNT = 10
 MAX_PREVIEW_COUNT = 10_000
@@ -75,11 +73,7 @@ def _register_sync(subcommands: common.Subcommands) -> None:
     parser.add_argument(
         "--dry-run", action="store_true", help="report what would change; write nothing"
     )
-    parser.add_argument(
-        "--owner",
-        metavar="OWNER",
-        help=f"who deploys this namespace (default: ${OWNER_ENV}, else {DEFAULT_OWNER!r})",
-    )
+    add_arguments(parser, SyncSettings)
     parser.add_argument(
         "--take-over",
         action="store_true",
@@ -125,7 +119,7 @@ def _register_preview(subcommands: common.Subcommands) -> None:
     )
     parser.add_argument("expression", metavar="EXPR")
     parser.add_argument(
-        "--timezone", default="UTC", metavar="TZ", help="IANA time zone (default UTC)"
+        "--timezone", default="UTC", metavar="TZ", help="IANA time zone (default %(default)s)"
     )
     parser.add_argument(
         "--from", dest="start", metavar="ISO", help="occurrences after this time (default: now)"
@@ -205,7 +199,7 @@ def _flags(names: Mapping[str, str]) -> Iterator[None]:
 
 
 def sync(args: argparse.Namespace, env: common.Env) -> int:
-    owner = args.owner or env.get(OWNER_ENV) or DEFAULT_OWNER
+    owner = common.load(SyncSettings, args, env).owner
     definitions = manifests.load_path(args.path, namespace=args.namespace)
     if args.policy is not None:
         tenancy.enforce(args.tenant or args.namespace, args.namespace, definitions, args.policy)

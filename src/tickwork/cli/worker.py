@@ -2,9 +2,9 @@
 
 Every field of :class:`tickwork.settings.WorkerSettings` is a flag (``lease_seconds`` →
 ``--lease-seconds``) and a variable (``TICKWORK_LEASE_SECONDS``); ``--help`` shows each one's
-documentation and default. The first signal stops gracefully (no new claims, claimed jobs
-that have not started handed back, running ones given ``--shutdown-grace-seconds``); a second
-one exits at once.
+documentation, default and variable (docs/settings.md tabulates them). The first signal
+stops gracefully (no new claims, claimed jobs that have not started handed back, running ones
+given ``--shutdown-grace-seconds``); a second one exits at once.
 
 Unless ``--http-port 0``, the worker serves ``/metrics``, ``/healthz`` (its loops are alive)
 and ``/readyz`` (its database answers and is fully migrated) on ``--http-host:--http-port``.
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import importlib
 import logging
 import os
@@ -31,7 +30,7 @@ from tickwork.cli import common
 from tickwork.errors import ConfigurationError
 from tickwork.http import ProbeServer, database_readiness
 from tickwork.logs import fields
-from tickwork.settings import WorkerSettings, build_worker_settings, env_name
+from tickwork.settings import WorkerSettings, add_arguments
 from tickwork.worker.runner import Worker
 
 log = logging.getLogger(__name__)
@@ -39,19 +38,6 @@ log = logging.getLogger(__name__)
 # After a graceful stop, how long finished task threads get to wind down before a thread
 # still running (a sync task ignoring the grace period) is abandoned by os._exit.
 THREAD_EXIT_SECONDS = 1.0
-
-_METAVARS = {
-    "database_url": "URL",
-    "listen_url": "URL",
-    "pooler": "none|transaction",
-    "app": "MODULE:APP",
-    "queues": "Q1,Q2",
-    "namespaces": "NS1,NS2",
-    "name": "NAME",
-    "http_host": "ADDRESS",
-    "http_port": "PORT",
-}
-_METAVARS_BY_TYPE = {"int": "N", "float": "SECONDS"}
 
 
 def register(subcommands: common.Subcommands) -> None:
@@ -61,28 +47,13 @@ def register(subcommands: common.Subcommands) -> None:
         description="Claim and run jobs of the App's tasks until SIGTERM/SIGINT. Flags win "
         "over TICKWORK_* variables, which win over defaults.",
     )
-    for f in dataclasses.fields(WorkerSettings):
-        parser.add_argument(
-            "--" + f.name.replace("_", "-"),
-            dest=f.name,
-            default=argparse.SUPPRESS,
-            metavar=_METAVARS.get(f.name) or _METAVARS_BY_TYPE.get(str(f.type), "VALUE"),
-            help=_help(f),
-        )
-    common.add_logging(parser, "info")
+    add_arguments(parser, WorkerSettings)
+    common.add_logging(parser)
     parser.set_defaults(handler=run)
 
 
-def _help(f: dataclasses.Field[Any]) -> str:
-    doc = str(f.metadata["doc"])
-    if "default" not in doc and f.default not in ("", ()):
-        doc += f" (default {f.default})"
-    return f"{doc}; env {env_name(f.name)}".replace("%", "%%")
-
-
 def run(args: argparse.Namespace, env: common.Env) -> int:
-    flags = {f.name: getattr(args, f.name, None) for f in dataclasses.fields(WorkerSettings)}
-    settings = build_worker_settings(flags, env)
+    settings = common.load(WorkerSettings, args, env)
     common.configure_logging(args, env)
     app = load_app(settings.app)
     if not app.registry.kinds:

@@ -1,11 +1,15 @@
-"""The operator's settings, built once by the command line (flags and ``TICKWORK_*``)."""
+"""The operator's settings, built once by the command line with :func:`tickwork.settings.load`
+(flags over ``TICKWORK_*`` variables over these defaults)."""
 
 from __future__ import annotations
 
 import socket
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import ClassVar
 
 from tickwork.errors import ConfigurationError
+from tickwork.settings import label, setting
+from tickwork.settings.fields import at_least, no_blank_item, not_blank, port, positive, validate
 
 GROUP = "tickwork.io"
 VERSION = "v1"
@@ -18,81 +22,160 @@ ANNOTATIONS_PREFIX = "tickwork.io"
 
 @dataclass(frozen=True)
 class OperatorConfig:
-    database_url: str
-    """libpq connection string of the PostgreSQL database."""
-    namespaces: tuple[str, ...] = ()
-    """Kubernetes namespaces to watch (the operator's scope); empty: all of them."""
-    cluster_name: str = "default"
-    """The operator owns its schedule namespaces as ``operator:<cluster_name>``."""
-    identity: str = field(default_factory=socket.gethostname)
-    """This operator's name in the registry (default: the host name, in a pod the pod's
-    name); a start under the identity of a registered operator replaces its entry."""
-    registry_ttl: float = 30.0
-    """Seconds a registry entry stays live without a heartbeat (one every third of this)."""
-    start_wait: float = 60.0
-    """At start, how long to wait for a live operator of an overlapping scope to go before
-    refusing to start."""
-    http_port: int = 9092
-    """/metrics, /healthz, /readyz (the worker defaults to 9090 and the console to 9091, so all
-    three run side by side on one machine; the chart sets each port explicitly)."""
-    http_host: str = "0.0.0.0"
-    peering: str = "tickwork"
-    """kopf peering object: one operator of the same name is active at a time."""
-    standalone: bool = False
-    """No peering at all."""
-    status_interval: float = 10.0
-    """Seconds between status refreshes from PostgreSQL."""
-    webhook: bool = False
-    """Serve kopf's validating admission webhook (and register it with the API server)."""
-    webhook_port: int = 9443
-    webhook_addr: str = "0.0.0.0"
-    """Address the webhook server listens on."""
-    webhook_host: str | None = None
-    """Host name the API server calls the webhook at (the Service's DNS name); default: the
-    pod's own address as kopf detects it."""
-    webhook_cert_file: str | None = None
-    """TLS certificate (PEM) the webhook serves, e.g. from a cert-manager Secret; unset: kopf
-    generates a self-signed one, which needs the ``certbuilder`` package."""
-    webhook_key_file: str | None = None
-    """Its private key (PEM)."""
-    webhook_ca_file: str | None = None
-    """CA bundle the API server verifies the webhook with; default: the certificate itself."""
-    coalesce_seconds: float = 0.2
-    """A sync round starts once no change came for this long (bursts coalesce)..."""
-    coalesce_max_seconds: float = 2.0
-    """...or once the first change has waited this long."""
-    retry_max_seconds: float = 30.0
-    """Longest wait between retries of a failed sync (the delay doubles from 0.5 s)."""
-    listing_interval: float = 1.0
-    """Seconds between checks of the complete-view barrier at start."""
-    database_timeout: float = 5.0
-    """A database call waits this long for a connection before it counts as a failure."""
+    ENV_PREFIX: ClassVar[str] = "TICKWORK_"
+
+    database_url: str = setting(
+        "libpq connection string of the PostgreSQL database",
+        group="database",
+        default_doc="none (required)",
+        metavar="URL",
+        required=True,
+    )
+    namespaces: tuple[str, ...] = setting(
+        "a Kubernetes namespace to watch (the operator's scope; repeatable)",
+        group="operator",
+        default=(),
+        default_doc="all namespaces",
+        flag="--namespace",
+        env="TICKWORK_NAMESPACE",
+        metavar="NS",
+        repeatable=True,
+        checks=[no_blank_item],
+    )
+    cluster_name: str = setting(
+        "the operator owns its schedule namespaces as operator:NAME",
+        group="operator",
+        default="default",
+        metavar="NAME",
+        checks=[not_blank],
+    )
+    identity: str = setting(
+        "this operator's name in the operators' registry; a start under the identity of a "
+        "registered operator replaces its entry",
+        group="operator",
+        default_factory=socket.gethostname,
+        default_doc="the host name (in a pod, the pod's name)",
+        metavar="NAME",
+        checks=[not_blank],
+    )
+    registry_ttl: float = setting(
+        "seconds a registry entry stays live without a heartbeat (one every third of this)",
+        group="operator",
+        default=30.0,
+        checks=[positive],
+    )
+    start_wait: float = setting(
+        "at start, how long to wait for a live operator of an overlapping scope to go before "
+        "refusing to start",
+        group="operator",
+        default=60.0,
+        checks=[at_least(0)],
+    )
+    http_port: int = setting(
+        "port of /metrics, /healthz, /readyz (the worker's and the console's defaults differ, "
+        "so all three run side by side on one machine; the chart sets each port explicitly)",
+        group="http",
+        default=9092,
+        metavar="PORT",
+        checks=[port],
+    )
+    http_host: str = setting(
+        "address the HTTP port listens on",
+        group="http",
+        default="0.0.0.0",
+        metavar="ADDRESS",
+        checks=[not_blank],
+    )
+    peering: str = setting(
+        "kopf peering object: one operator of the same name is active at a time",
+        group="operator",
+        default="tickwork",
+        metavar="NAME",
+    )
+    standalone: bool = setting("no peering at all", group="operator", default=False)
+    status_interval: float = setting(
+        "seconds between status refreshes from PostgreSQL",
+        group="operator",
+        default=10.0,
+        checks=[positive],
+    )
+    webhook: bool = setting(
+        "serve the validating admission webhook (the chart ships its ValidatingWebhookConfiguration; "
+        "the operator registers none)",
+        group="webhook",
+        default=False,
+    )
+    webhook_port: int = setting(
+        "the webhook's HTTPS port", group="webhook", default=9443, metavar="PORT", checks=[port]
+    )
+    webhook_addr: str = setting(
+        "address the webhook server listens on",
+        group="webhook",
+        default="0.0.0.0",
+        metavar="ADDRESS",
+    )
+    webhook_host: str | None = setting(
+        "host name put in a self-signed certificate (the webhook Service's DNS name)",
+        group="webhook",
+        default=None,
+        default_doc="the pod's own address, as kopf detects it",
+        metavar="HOST",
+    )
+    webhook_cert_file: str | None = setting(
+        "TLS certificate (PEM) the webhook serves, e.g. from a cert-manager Secret; without "
+        "one kopf generates a self-signed one, which needs the certbuilder package",
+        group="webhook",
+        default=None,
+        default_doc="none: self-signed",
+        metavar="PATH",
+    )
+    webhook_key_file: str | None = setting(
+        "the certificate's private key (PEM)",
+        group="webhook",
+        default=None,
+        default_doc="none",
+        metavar="PATH",
+    )
+    coalesce_seconds: float = setting(
+        "a sync round starts once no change came for this long (bursts coalesce)...",
+        group="sync",
+        default=0.2,
+        checks=[positive],
+    )
+    coalesce_max_seconds: float = setting(
+        "...or once the first change has waited this long",
+        group="sync",
+        default=2.0,
+        checks=[positive],
+    )
+    retry_max_seconds: float = setting(
+        "longest wait between retries of a failed sync (the delay doubles from 0.5 s)",
+        group="sync",
+        default=30.0,
+        checks=[positive],
+    )
+    listing_interval: float = setting(
+        "seconds between checks of the complete-view barrier at start",
+        group="sync",
+        default=1.0,
+        checks=[positive],
+    )
+    database_timeout: float = setting(
+        "a database call waits this long for a connection before it counts as a failure",
+        group="database",
+        default=5.0,
+        checks=[positive],
+    )
 
     def __post_init__(self) -> None:
         if not self.database_url:
             raise ConfigurationError("--database-url (or TICKWORK_DATABASE_URL) is required")
-        if not self.cluster_name.strip():
-            raise ConfigurationError("--cluster-name: must not be empty")
-        if not self.identity.strip():
-            raise ConfigurationError("--identity: must not be empty")
-        if any(not ns.strip() for ns in self.namespaces):
-            raise ConfigurationError("--namespace: must not be empty")
-        if self.start_wait < 0:
-            raise ConfigurationError("start_wait: must not be negative")
-        for name in (
-            "registry_ttl",
-            "status_interval",
-            "coalesce_seconds",
-            "coalesce_max_seconds",
-            "retry_max_seconds",
-        ):
-            if getattr(self, name) <= 0:
-                raise ConfigurationError(f"{name}: must be positive")
+        validate(self)
         if (self.webhook_cert_file is None) != (self.webhook_key_file is None):
-            raise ConfigurationError("--webhook-cert-file and --webhook-key-file go together")
-        for name in ("http_port", "webhook_port"):
-            if not 0 <= getattr(self, name) <= 65535:
-                raise ConfigurationError(f"{name}: must be a port number")
+            raise ConfigurationError(
+                f"{label(OperatorConfig, 'webhook_cert_file')} and "
+                f"{label(OperatorConfig, 'webhook_key_file')} go together"
+            )
 
     @property
     def owner(self) -> str:

@@ -23,8 +23,8 @@ class MissingPolicyCRD(Exception):
     def __str__(self) -> str:
         return (
             "the TenantPolicy CRD (tenantpolicies.tickwork.io) is not installed, so nothing "
-            "syncs: kubectl apply -f crds/tenantpolicies.tickwork.io.yaml (helm upgrade does "
-            "not install new CRDs)"
+            "syncs: kubectl apply -f crds/tenantpolicies.tickwork.io.yaml (or helm upgrade with "
+            "crds.enabled=true)"
         )
 
 

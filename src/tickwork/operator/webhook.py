@@ -78,5 +78,4 @@ def configure(settings: kopf.OperatorSettings, config: OperatorConfig) -> None:
         host=config.webhook_host,
         certfile=config.webhook_cert_file,
         pkeyfile=config.webhook_key_file,
-        cafile=config.webhook_ca_file,
     )
