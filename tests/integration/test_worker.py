@@ -272,6 +272,32 @@ async def test_workers_table_registration_refresh_expiry_and_removal(
         await app.close_async()
 
 
+async def test_a_worker_given_no_clock_runs_on_the_apps(
+    database_url: str, aconn: psycopg.AsyncConnection
+) -> None:
+    clock = SettableClock(at(3600))
+    app = tickwork.App(database_url, clock=clock)
+
+    @app.task("t.a")
+    def a(job: tickwork.Job) -> None:
+        return None
+
+    job = await app.enqueue_async("t.a")
+    worker = Worker(app, settings(database_url, name="w-app-clock"))
+    try:
+        async with opened(worker):
+            await worker._register()
+            claimed = await worker.claim_once(10)
+        assert [j.id for j in claimed] == [job]
+        assert claimed[0].started_at == at(3600), "claimed at the App's pinned time"
+        seen = await ascalar(
+            aconn, "SELECT last_seen_at FROM tickwork.workers WHERE name = 'w-app-clock'"
+        )
+        assert seen == at(3600)
+    finally:
+        await app.close_async()
+
+
 async def test_stopped_worker_removes_its_row(
     database_url: str, aconn: psycopg.AsyncConnection
 ) -> None:

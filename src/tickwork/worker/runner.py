@@ -36,7 +36,7 @@ from typing import Any
 
 from tickwork import logs, metrics
 from tickwork.app import App
-from tickwork.clock import Clock, DatabaseClock, sleep
+from tickwork.clock import Clock, sleep
 from tickwork.db import connections, store
 from tickwork.errors import InvalidInput
 from tickwork.logs import fields
@@ -73,7 +73,8 @@ class Worker:
     ) -> None:
         self.app = app
         self.settings = settings
-        self.clock = clock or DatabaseClock()
+        self.clock = clock or app.clock
+        """The App's clock unless another is given (tests run workers at different times)."""
         self.name = settings.name
         self.kinds = app.registry.kinds
         self._max_attempts = {kind: task.max_attempts for kind, task in app.registry.items()}
