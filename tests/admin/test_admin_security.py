@@ -29,6 +29,7 @@ from tickwork.admin.console import Console
 from tickwork.admin.security import HEADERS
 from tickwork.admin.settings import AdminSettings
 from tickwork.cli import main
+from tickwork.clock import SettableClock
 from tickwork.errors import ConfigurationError
 
 CSP = HEADERS["Content-Security-Policy"]
@@ -304,3 +305,13 @@ async def test_slow_clients_are_cut_off(console: Console) -> None:
         writer.close()
     finally:
         await runner.cleanup()
+
+
+async def test_sessions_expire_on_the_apps_clock(console: Console, clock: SettableClock) -> None:
+    credential = console.credentials.by_name("alice")
+    assert credential is not None
+    cookie = console.sessions.issue(credential)
+    clock.advance(console.settings.session_seconds - 1)
+    assert console.sessions.verify(cookie) is not None
+    clock.advance(2)
+    assert console.sessions.verify(cookie) is None, "expired by the pinned clock, not time.time"

@@ -337,7 +337,7 @@ async def test_the_worker_completion_write_records_schedule_successes(
     async with opened(worker):
         (job,) = await worker.claim_once(10)
         await worker._run_job(job)
-        await worker._complete(list(worker._done))
+        await worker.outcomes.complete(list(worker.outcomes.done))
     row = schedule(conn, "a")
     assert (row["state"], row["state_job_id"]) == ("done", job.id)
     assert (row["last_job_status"], row["last_success_at"]) == ("succeeded", at(61))

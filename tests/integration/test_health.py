@@ -25,7 +25,8 @@ from tickwork.cli.worker import start_probes
 from tickwork.db import migrate
 from tickwork.db.embedded import EmbeddedPostgres
 from tickwork.http import ProbeServer, database_readiness
-from tickwork.worker.runner import STUCK_AFTER_INTERVALS, STUCK_GRACE_SECONDS, Worker
+from tickwork.worker.liveness import STUCK_AFTER_INTERVALS, STUCK_GRACE_SECONDS
+from tickwork.worker.runner import Worker
 
 TICKWORK = str(Path(sys.executable).parent / "tickwork")
 KIND = "h.noop"

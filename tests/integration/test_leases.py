@@ -74,10 +74,10 @@ async def test_heartbeat_extends_the_leases_of_held_jobs(
         assert row["version"] == job.version, "a heartbeat is not a state change"
 
         # Past the first lease, within the extended one: not recovered.
-        assert await leases.run_once(aconn, at(45)) == 0
-        assert await leases.run_once(aconn, at(50)) == 0, "expiry is strict"
+        assert await leases.LeaseRecovery().run_once(aconn, at(45)) == 0
+        assert await leases.LeaseRecovery().run_once(aconn, at(50)) == 0, "expiry is strict"
         assert (await ajob_row(aconn, job_id))["status"] == "running"
-        assert await leases.run_once(aconn, at(50.001)) == 1
+        assert await leases.LeaseRecovery().run_once(aconn, at(50.001)) == 1
         assert (await ajob_row(aconn, job_id))["status"] == "available"
 
 
@@ -204,9 +204,9 @@ async def test_failing_hook_during_lease_recovery_spares_the_rest_of_the_batch(
         async with opened(worker):
             assert len(await worker.claim_once(10)) == 2
 
-        assert await leases.run_once(aconn, at(31)) == 2
-        assert await deaths.run_pending_hooks(aconn, app.registry) == 2
-        assert await deaths.run_pending_hooks(aconn, app.registry) == 0
+        assert await leases.LeaseRecovery().run_once(aconn, at(31)) == 2
+        assert await deaths.PendingHooks(app.registry).run_once(aconn, None) == 2
+        assert await deaths.PendingHooks(app.registry).run_once(aconn, None) == 0
         broken_row, fine_row = [await ajob_row(aconn, i) for i in (broken, fine)]
         assert (broken_row["status"], fine_row["status"]) == ("dead", "dead")
         assert "on_dead hook failed" in broken_row["last_error"]
@@ -252,7 +252,7 @@ async def test_outcome_of_a_job_taken_over_elsewhere_is_dropped_and_logged(
         async with running(a):
             await wait_until(lambda: started.ids == [job_id], what="the task to start")
             # A's lease runs out (by the clock of everyone else); the job is recovered...
-            assert await leases.run_once(aconn, at(31)) == 1
+            assert await leases.LeaseRecovery().run_once(aconn, at(31)) == 1
             b = Worker(app, settings(database_url, name="w-b"), clock=SettableClock(at(31)))
             if outcome != "fail_and_die":
                 async with opened(b):  # ... and taken by another worker
@@ -274,7 +274,7 @@ async def test_outcome_of_a_job_taken_over_elsewhere_is_dropped_and_logged(
         if outcome == "fail_and_die":
             assert after["status"] == "dead"
             assert "lease expired on the last attempt" in after["last_error"]
-            await deaths.run_pending_hooks(aconn, app.registry)
+            await deaths.PendingHooks(app.registry).run_once(aconn, None)
             assert hook_calls == [job_id], "the hook ran once, for the recovery, not for A"
         else:
             assert (after["status"], after["picked_by"], after["attempt"]) == ("running", "w-b", 2)
@@ -438,12 +438,14 @@ async def test_jobs_of_kinds_no_live_worker_registers_are_sampled_as_orphaned(
                 " lease_expires_at = %s WHERE id = %s",
                 (at(30), stray[0]),
             )
-        sample = await gauges.run_once(aconn, 60, at(1))
+        sample = await gauges.sample(aconn, 60, at(1))
         orphaned = {(o.kind, o.status.value): o.count for o in sample.orphaned}
         assert orphaned == {("t.nobody", "available"): 2, ("t.nobody", "running"): 1}
 
-        assert await leases.run_once(aconn, at(31)) == 1  # on_dead pending: still orphaned
-        sample = await gauges.run_once(aconn, 60, at(31))
+        assert (
+            await leases.LeaseRecovery().run_once(aconn, at(31)) == 1
+        )  # on_dead pending: still orphaned
+        sample = await gauges.sample(aconn, 60, at(31))
         orphaned = {(o.kind, o.status.value): o.count for o in sample.orphaned}
         assert orphaned == {("t.nobody", "available"): 2, ("t.nobody", "dead"): 1}
         gauges.export(sample, fresh_for=60)

@@ -31,6 +31,7 @@ from tickwork.clock import SettableClock
 from tickwork.db import store
 from tickwork.maintenance import gauges, leases, retention
 from tickwork.maintenance import workers as worker_expiry
+from tickwork.maintenance.workers import WorkerExpiryConfig
 from tickwork.worker.runner import Worker
 
 
@@ -257,12 +258,42 @@ async def test_workers_table_registration_refresh_expiry_and_removal(
                     now=at(-60),
                 ),
             )
-            assert await worker_expiry.run_once(aconn, 120, at(170)) == ["w-gone"]
+            assert await worker_expiry.WorkerExpiry(WorkerExpiryConfig(ttl_seconds=120)).run_once(
+                aconn, at(170)
+            ) == ["w-gone"]
             assert set(await asyncio.to_thread(listed)) == {"w-reg"}, "fresh one kept"
-            assert await worker_expiry.run_once(aconn, 120, at(170.001)) == ["w-reg"]
+            assert await worker_expiry.WorkerExpiry(WorkerExpiryConfig(ttl_seconds=120)).run_once(
+                aconn, at(170.001)
+            ) == ["w-reg"]
             await worker.heartbeat_once()  # refreshing an expired row does not resurrect it
             assert await asyncio.to_thread(listed) == {}
         assert await ascalar(aconn, "SELECT count(*) FROM tickwork.workers") == 0
+    finally:
+        await app.close_async()
+
+
+async def test_a_worker_given_no_clock_runs_on_the_apps(
+    database_url: str, aconn: psycopg.AsyncConnection
+) -> None:
+    clock = SettableClock(at(3600))
+    app = tickwork.App(database_url, clock=clock)
+
+    @app.task("t.a")
+    def a(job: tickwork.Job) -> None:
+        return None
+
+    job = await app.enqueue_async("t.a")
+    worker = Worker(app, settings(database_url, name="w-app-clock"))
+    try:
+        async with opened(worker):
+            await worker._register()
+            claimed = await worker.claim_once(10)
+        assert [j.id for j in claimed] == [job]
+        assert claimed[0].started_at == at(3600), "claimed at the App's pinned time"
+        seen = await ascalar(
+            aconn, "SELECT last_seen_at FROM tickwork.workers WHERE name = 'w-app-clock'"
+        )
+        assert seen == at(3600)
     finally:
         await app.close_async()
 
@@ -362,13 +393,15 @@ async def test_retention_deletes_old_finished_jobs_in_batches(
     ]
     counting = _CountingAsyncConnection(aconn)
 
-    deleted = await retention.run_once(counting, 7 * 86400, 2, T0)  # type: ignore[arg-type]
+    week = retention.Retention(retention.RetentionConfig(age_seconds=7 * 86400, batch=2))
+
+    deleted = await week.run_once(counting, T0)  # type: ignore[arg-type]
 
     assert deleted == len(old)
     assert counting.statements == 3, "batches of 2, 2 and 1"
     remaining = await (await aconn.execute("SELECT id FROM tickwork.jobs ORDER BY id")).fetchall()
     assert [r[0] for r in remaining] == kept
-    assert await retention.run_once(aconn, 7 * 86400, 2, T0) == 0
+    assert await week.run_once(aconn, T0) == 0
 
 
 async def test_worker_retention_duty_uses_its_settings(
@@ -403,8 +436,13 @@ async def test_each_duty_is_performed_by_one_worker_per_interval(
 
         return duty
 
-    for module in (leases, retention, worker_expiry, gauges):
-        monkeypatch.setattr(module, "run_once", counting(module.NAME, module.run_once))
+    for service in (
+        leases.LeaseRecovery,
+        retention.Retention,
+        worker_expiry.WorkerExpiry,
+        gauges.GaugeSampling,
+    ):
+        monkeypatch.setattr(service, "run_once", counting(service.name, service.run_once))
 
     clock = SettableClock(T0)
     app = tickwork.App(database_url)

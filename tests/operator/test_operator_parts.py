@@ -16,9 +16,10 @@ import pytest
 import tickwork
 from tickwork.cli import build_parser, main
 from tickwork.cli.operator import build_config
+from tickwork.clock import SettableClock
 from tickwork.db.schedules import ScheduleRow
 from tickwork.errors import ConfigurationError
-from tickwork.operator import runner, status, webhook
+from tickwork.operator import handlers, runner, status, webhook
 from tickwork.operator.config import OperatorConfig
 from tickwork.operator.database import Database
 from tickwork.operator.desired import Desired, Entry, entry_of, group
@@ -404,3 +405,12 @@ def test_bad_settings_are_one_line_errors(capsys: pytest.CaptureFixture[str]) ->
 def test_a_webhook_certificate_needs_its_key() -> None:
     with pytest.raises(ConfigurationError):
         OperatorConfig("postgresql://x", webhook=True, webhook_cert_file="tls.crt")
+
+
+def test_status_timestamps_come_from_the_operators_clock() -> None:
+    clock = SettableClock(datetime(2031, 5, 6, 7, 8, 9, tzinfo=UTC))
+    runtime = handlers.Runtime(
+        OperatorConfig("postgresql://unused"), Database("postgresql://unused"), clock
+    )
+    patch = runtime.report(kopf.Body(body("a", generation=1)), {})
+    assert patch["conditions"][0]["lastTransitionTime"] == "2031-05-06T07:08:09Z"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 from functools import cache
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,7 @@ PURE = [
     "tickwork.schedules.policies",
     "tickwork.schedules.tenancy",
     "tickwork.worker.retry",
+    "tickwork.maintenance.firing.planner",
     "tickwork.operator.translate",
     "tickwork.operator.desired",
 ]
@@ -104,3 +106,126 @@ def test_only_the_operator_imports_kopf(module: str) -> None:
 @pytest.mark.parametrize("module", ["tickwork.operator.translate", "tickwork.operator.desired"])
 def test_the_operator_translation_reaches_no_kopf(module: str) -> None:
     assert not {n for n in _reachable(module) if n.split(".")[0] in ("kopf", "kubernetes")}
+
+
+PACKAGES = (
+    "tickwork.worker",
+    "tickwork.maintenance",
+    "tickwork.db",
+    "tickwork.schedules",
+    "tickwork.operator",
+    "tickwork.admin",
+    "tickwork.cli",
+)
+"""Sub-packages taken as one unit each by the package checks; every other module (``app``,
+``clock``, ..., and ``tickwork`` itself, the public face) is a unit of its own."""
+
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("tickwork.errors",),
+    ("tickwork.model", "tickwork.clock", "tickwork.settings", "tickwork.logs"),
+    ("tickwork.metrics", "tickwork.db"),
+    ("tickwork.schedules",),
+    ("tickwork.tasks",),
+    ("tickwork.app", "tickwork.http"),
+    ("tickwork.maintenance",),
+    ("tickwork.worker",),
+    ("tickwork.operator", "tickwork.admin"),
+    ("tickwork",),
+    ("tickwork.examples", "tickwork.devmode"),
+    ("tickwork.cli",),
+)
+"""Ground floor first: a unit imports only units of its own layer or below it."""
+
+
+def _unit(module: str) -> str:
+    if module == "tickwork.__init__":
+        return "tickwork"
+    for package in PACKAGES:
+        if module == package or module.startswith(package + "."):
+            return package
+    return ".".join(module.split(".")[:2])
+
+
+@cache
+def _unit_imports(module: str) -> frozenset[tuple[str, str]]:
+    """(unit imported, import as written) for ``module``'s imports of other units; ``from
+    tickwork import x`` imports module ``tickwork.x`` when there is one, else the package."""
+    found: set[tuple[str, str]] = set()
+    for node in ast.walk(ast.parse(_path(module).read_text())):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module == "tickwork":
+            names = [
+                f"tickwork.{a.name}" if _exists(f"tickwork.{a.name}") else "tickwork"
+                for a in node.names
+            ]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names = [node.module]
+        found.update(
+            (_unit(name), name)
+            for name in names
+            if name.split(".")[0] == "tickwork" and _unit(name) != _unit(module)
+        )
+    return frozenset(found)
+
+
+def _unit_graph() -> dict[str, dict[str, str]]:
+    """unit → {unit it imports: one import that does it, as ``module imports name``}."""
+    graph: dict[str, dict[str, str]] = {}
+    for module in _modules():
+        edges = graph.setdefault(_unit(module), {})
+        for unit, name in sorted(_unit_imports(module)):
+            edges.setdefault(unit, f"{module} imports {name}")
+    return graph
+
+
+def _layer(unit: str) -> int:
+    for level, units in enumerate(LAYERS):
+        if unit in units:
+            return level
+    raise AssertionError(f"{unit} has no place in LAYERS: add it")
+
+
+def test_packages_import_one_another_in_no_cycle() -> None:
+    graph = _unit_graph()
+    cycles = []
+    for start in sorted(graph):
+        path = [start]
+        todo = [(start, iter(sorted(graph[start])))]
+        on_path = {start}
+        while todo:  # depth first; a unit met again on the current path closes a cycle
+            _, children = todo[-1]
+            child = next(children, None)
+            if child is None:
+                on_path.discard(path.pop())
+                todo.pop()
+            elif child == start:
+                steps = [*path, start]
+                cycles.append(
+                    " -> ".join(steps)
+                    + " ("
+                    + "; ".join(graph[a][b] for a, b in pairwise(steps))
+                    + ")"
+                )
+            elif child not in on_path and child > start:  # each cycle once, from its least unit
+                path.append(child)
+                on_path.add(child)
+                todo.append((child, iter(sorted(graph.get(child, {})))))
+    assert not cycles, "package import cycles:\n" + "\n".join(cycles)
+
+
+def test_every_unit_has_a_layer() -> None:
+    for unit in _unit_graph():
+        _layer(unit)
+
+
+def test_no_unit_imports_a_layer_above_its_own() -> None:
+    graph = _unit_graph()
+    upward = [
+        f"{unit} (layer {_layer(unit)}) -> {imported} (layer {_layer(imported)}): {why}"
+        for unit, edges in sorted(graph.items())
+        for imported, why in sorted(edges.items())
+        if _layer(imported) > _layer(unit)
+    ]
+    assert not upward, "upward imports:\n" + "\n".join(upward)

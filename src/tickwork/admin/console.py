@@ -76,13 +76,15 @@ class Console:
         settings: AdminSettings,
         credentials: Credentials,
         *,
-        wall_clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.app = app
         self.settings = settings
         self.credentials = credentials
-        self.sessions = Sessions(credentials, settings.session_seconds, wall_clock)
+        # Sessions expire on the App's clock (its wall time), the one that dates every write.
+        self.sessions = Sessions(
+            credentials, settings.session_seconds, lambda: app.clock.wall().timestamp()
+        )
         self.limiter = FailureLimiter(
             max_failures=settings.max_login_failures,
             max_global_failures=settings.max_global_login_failures,

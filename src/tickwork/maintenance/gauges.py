@@ -12,9 +12,8 @@ from datetime import datetime
 
 from tickwork import metrics
 from tickwork.db import connections, store
+from tickwork.maintenance.service import positive
 from tickwork.model import JobStatus
-
-NAME = "sample_gauges"
 
 FRESH_INTERVALS = 3
 """A sample is exported for this many sampling intervals, then hidden."""
@@ -37,7 +36,42 @@ class FleetSample:
     """Jobs of kinds no live worker registers."""
 
 
-async def run_once(
+@dataclass(frozen=True)
+class GaugeSamplingConfig:
+    interval: float = 15.0
+    """Seconds between two samples somewhere in the fleet."""
+    ttl_seconds: float = 120.0
+    """Workers count as live when seen within this."""
+    fresh_seconds: float = FRESH_INTERVALS * 15.0
+    """How long a sample stays exported: FRESH_INTERVALS of the sampling interval (the worker
+    takes the longer of it and its maintenance loop's, which the duty waits for)."""
+
+    def __post_init__(self) -> None:
+        positive(self, "interval", "ttl_seconds", "fresh_seconds")
+
+
+class GaugeSampling:
+    name = "sample_gauges"
+    shared = True
+
+    def __init__(self, config: GaugeSamplingConfig = GaugeSamplingConfig()) -> None:
+        self.config = config
+
+    @property
+    def interval(self) -> float:
+        return self.config.interval
+
+    async def run_once(
+        self, conn: connections.AsyncConnection, now: datetime | None
+    ) -> FleetSample:
+        """Sample the fleet and export the sample."""
+        result = await sample(conn, self.config.ttl_seconds, now)
+        # Exported until a few samples were missed (another worker may be sampling now).
+        export(result, fresh_for=self.config.fresh_seconds)
+        return result
+
+
+async def sample(
     conn: connections.AsyncConnection, ttl_seconds: float, now: datetime | None
 ) -> FleetSample:
     """Read the fleet's state; workers count as live when seen within ``ttl_seconds``."""

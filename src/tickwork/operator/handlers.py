@@ -27,12 +27,12 @@ import asyncio
 import logging
 import sys
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from typing import Any
 
 import kopf
 
 from tickwork import metrics
+from tickwork.clock import Clock, DatabaseClock
 from tickwork.logs import fields
 from tickwork.operator import listing, status, tenants
 from tickwork.operator.board import Board
@@ -61,9 +61,13 @@ def allow_deep_objects() -> None:
 class Runtime:
     """The operator's moving parts for one run: the syncer and the status board."""
 
-    def __init__(self, config: OperatorConfig, database: Database) -> None:
+    def __init__(
+        self, config: OperatorConfig, database: Database, clock: Clock | None = None
+    ) -> None:
         allow_deep_objects()
         self.config = config
+        self.clock = clock or DatabaseClock()
+        """Status timestamps read its :meth:`~tickwork.clock.Clock.wall` time."""
         self.database = database
         self.index: kopf.Index[str, Entry] | None = None
         self.board = Board(database, self._namespaces)
@@ -182,7 +186,7 @@ class Runtime:
             found = status.facts(None, ())
         else:
             found = status.facts(self.board.rows.get(key), self.board.active.get(key, ()))
-        changes = status.patch(current, entry, condition, found, datetime.now(UTC))
+        changes = status.patch(current, entry, condition, found, self.clock.wall())
         before = status.previous(current)
         if condition.failed and (before is None or before.message != condition.message):
             reason = condition.reason if condition.reason in status.EVENT_REASONS else "SyncFailed"

@@ -12,6 +12,7 @@ from typing import Any
 
 import kopf
 
+from tickwork.clock import Clock
 from tickwork.http import ProbeServer, database_readiness
 from tickwork.operator import handlers, registry, webhook
 from tickwork.operator.config import ANNOTATIONS_PREFIX, FINALIZER, OperatorConfig
@@ -42,15 +43,16 @@ def operator_settings(config: OperatorConfig) -> kopf.OperatorSettings:
     return settings
 
 
-async def run(config: OperatorConfig, **kopf_options: Any) -> None:
+async def run(config: OperatorConfig, clock: Clock | None = None, **kopf_options: Any) -> None:
     """Serve until kopf stops (a signal in the main thread, or ``stop_flag`` among
     ``kopf_options``, which go to :func:`kopf.operator` as they are: ``ready_flag`` too).
-    Raises OperatorConflict when it may not start, or may not go on."""
+    ``clock`` dates the status it writes (default: the database clock's wall time). Raises
+    OperatorConflict when it may not start, or may not go on."""
     database = Database(
         config.database_url, timeout=config.database_timeout, scope=config.namespaces
     )
     membership = registry.Membership(database, config)
-    runtime = handlers.Runtime(config, database)
+    runtime = handlers.Runtime(config, database, clock)
     kopf_registry = kopf.OperatorRegistry()
     handlers.register(kopf_registry, runtime)
     if config.webhook:

@@ -16,6 +16,11 @@ claim that fails is retried on a new connection with backoff (each loop logs onc
 failing and once that it is back), fenced by version like every state change, so a job whose
 task finished runs again only if this process really died. Jobs a lost claim answer left
 running under this worker's name are adopted by the next claim. No loop stops on an error.
+
+Its parts: :mod:`.held` (each held job's one record), :mod:`.outcomes` (writing outcomes,
+the completer), :mod:`.liveness` (``/healthz``), :mod:`.executor` (running one task),
+:mod:`.retry` and :mod:`.deaths`; the maintenance loop runs the services of
+:func:`tickwork.maintenance.duties.fleet_duties` (and the pending on_dead hooks).
 """
 
 from __future__ import annotations
@@ -25,38 +30,33 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any
 
 from tickwork import logs, metrics
 from tickwork.app import App
-from tickwork.clock import Clock, DatabaseClock, sleep
+from tickwork.clock import Clock, sleep
 from tickwork.db import connections, store
-from tickwork.db import schedules as schedules_db
 from tickwork.errors import InvalidInput
 from tickwork.logs import fields
-from tickwork.maintenance import firing, gauges, leases, retention
-from tickwork.maintenance import workers as worker_expiry
-from tickwork.model import Job, JobId, JobStatus
+from tickwork.maintenance import duties, firing
+from tickwork.maintenance.service import Service
+from tickwork.model import Job, JobId
 from tickwork.settings import WorkerSettings
-from tickwork.worker import deaths, executor, retry
+from tickwork.worker import deaths, executor
+from tickwork.worker.held import Held, HeldJobs, job_fields
+from tickwork.worker.liveness import Liveness
+from tickwork.worker.outcomes import Outcomes, after_error
 
 log = logging.getLogger(__name__)
 
 Pool = connections.AsyncPool
-T = TypeVar("T")
 Loop = Callable[["Worker"], Coroutine[Any, Any, None]]
-_Duty = Callable[[connections.AsyncConnection], Awaitable[Any]]
 
 _SHUTDOWN_ERROR = "interrupted: the worker shut down before the job finished"
 CANCEL_CHANNEL = "tickwork_cancel"
 """Notified with a job's id when it is asked to stop (trigger jobs_notify_cancel_requested)."""
-
-STUCK_AFTER_INTERVALS = 3
-STUCK_GRACE_SECONDS = 120.0
-"""A periodic loop that has not come round for this many of its intervals plus this grace
-is stuck, and ``/healthz`` fails (the grace covers a slow database or a long retention pass)."""
 
 
 class Worker:
@@ -73,7 +73,8 @@ class Worker:
     ) -> None:
         self.app = app
         self.settings = settings
-        self.clock = clock or DatabaseClock()
+        self.clock = clock or app.clock
+        """The App's clock unless another is given (tests run workers at different times)."""
         self.name = settings.name
         self.kinds = app.registry.kinds
         self._max_attempts = {kind: task.max_attempts for kind, task in app.registry.items()}
@@ -81,22 +82,12 @@ class Worker:
         self._extra_loops = extra_loops
         self._capacity = settings.concurrency + settings.effective_prefetch
         self._buffer: asyncio.Queue[Job | None] = asyncio.Queue()
-        self._held: dict[JobId, Job] = {}
-        self._lost: set[JobId] = set()
-        self._cancelling: set[JobId] = set()
-        """Held jobs asked to stop: recorded cancelled once their task returned."""
-        self._running: dict[JobId, asyncio.Task[None]] = {}
-        """The slot running each started job, while it runs."""
-        self._done: list[Job] = []
-        self._results: dict[JobId, Any] = {}
-        """Return values of succeeded schedule jobs, carried as their schedule's state."""
-        self._done_ready = asyncio.Event()
+        self._room = asyncio.Event()
+        self._held = HeldJobs(self._room)
         self._wake = asyncio.Event()
         self._schedules_wake = asyncio.Event()
-        self._room = asyncio.Event()
         self._heartbeat_now = asyncio.Event()
         self._stopping = asyncio.Event()
-        self._closing = False
         # Spare threads: a sync task that outlives its timeout keeps its thread (Python cannot
         # kill threads); the slots still bound how many tasks run at once.
         self._threads = ThreadPoolExecutor(
@@ -104,9 +95,22 @@ class Worker:
         )
         self._pool: Pool | None = None
         self.meters = meters or metrics.JobMeters()
-        self._beats: dict[str, tuple[float, float]] = {}
-        """Periodic loops: when each last came round, and how long it may take to again."""
-        self._crash: str | None = None
+        self.outcomes = Outcomes(
+            name=self.name,
+            registry=app.registry,
+            clock=self.clock,
+            meters=self.meters,
+            held=self._held,
+            pool=lambda: self.pool,
+            stopping=self._stopping,
+            grace_seconds=settings.shutdown_grace_seconds,
+        )
+        self.services: list[Service] = duties.fleet_duties(settings, self.meters)
+        """What the maintenance loop runs, in order."""
+        if self.kinds:  # only a worker registering a kind may run its on_dead hook
+            every = deaths.PendingHooksConfig(interval=settings.maintenance_seconds)
+            self.services.append(deaths.PendingHooks(app.registry, every))
+        self._liveness = Liveness()
         self.started = asyncio.Event()
         self.failed = False
         """True when a loop crashed; the command exits non-zero."""
@@ -114,7 +118,7 @@ class Worker:
     @property
     def running_jobs(self) -> int:
         """Jobs whose task is running in this worker now."""
-        return len(self._running)
+        return len(self._held.running())
 
     @property
     def pool(self) -> Pool:
@@ -128,18 +132,7 @@ class Worker:
     def liveness(self, at: float | None = None) -> str | None:
         """The ``/healthz`` check: None while every loop is alive, otherwise which one crashed
         or is stuck. ``at`` is a ``time.monotonic()`` instant (default: now)."""
-        if self._crash is not None:
-            return self._crash
-        at = time.monotonic() if at is None else at
-        for name, (last, allowance) in self._beats.items():
-            if at - last > allowance:
-                return f"loop {name} stuck: last came round {at - last:.0f}s ago"
-        return None
-
-    def _beat(self, loop: str, interval: float) -> None:
-        """``loop`` came round; it runs every ``interval`` seconds."""
-        allowance = STUCK_AFTER_INTERVALS * interval + STUCK_GRACE_SECONDS
-        self._beats[loop] = (time.monotonic(), allowance)
+        return self._liveness.check(at)
 
     # --- the whole process ------------------------------------------------------------
 
@@ -153,7 +146,7 @@ class Worker:
                 asyncio.create_task(self._slot(), name=f"slot-{i}")
                 for i in range(self.settings.concurrency)
             ]
-            completer = asyncio.create_task(self._completer(), name="completer")
+            completer = asyncio.create_task(self.outcomes.completer(), name="completer")
             heartbeat = asyncio.create_task(self._heartbeat(), name="heartbeat")
             background: list[asyncio.Task[None]] = [
                 asyncio.create_task(coro, name=name)
@@ -184,7 +177,7 @@ class Worker:
         """A loop that ends with an error stops the whole worker: no silent half-worker."""
         if task.cancelled() or task.exception() is None:
             return
-        self._crash = f"loop {task.get_name()} crashed: {task.exception()!r}"
+        self._liveness.crash = f"loop {task.get_name()} crashed: {task.exception()!r}"
         log.error(
             "worker loop %s failed; shutting down",
             task.get_name(),
@@ -211,7 +204,7 @@ class Worker:
                     ),
                 )
 
-        await self._persist("registering the worker", write)
+        await self.outcomes.persist("registering the worker", write)
 
     async def _shut_down(
         self,
@@ -233,14 +226,13 @@ class Worker:
         if late:
             log.warning(
                 "grace period over: interrupting running jobs",
-                extra=fields(action="jobs_interrupted", count=len(self._running)),
+                extra=fields(action="jobs_interrupted", count=self.running_jobs),
             )
-            for slot in self._running.values():
+            for slot in self._held.running():
                 slot.cancel()
             await asyncio.wait(late)
         heartbeat.cancel()
-        self._closing = True
-        self._done_ready.set()
+        self.outcomes.close()
         await asyncio.gather(completer, return_exceptions=True)
         try:
             async with self.pool.connection() as conn:
@@ -255,7 +247,7 @@ class Worker:
             job = self._buffer.get_nowait()
             if job is not None:
                 unstarted.append(job)
-                self._held.pop(job.id, None)
+                self._held.forget(job.id)
         if not unstarted:
             return
         try:
@@ -299,7 +291,7 @@ class Worker:
             )
             return []
         for job in jobs:
-            self._held[job.id] = job
+            self._held.hold(job)
             self._buffer.put_nowait(job)
         if self.meters.enabled:
             self._count_claims(jobs)
@@ -334,7 +326,7 @@ class Worker:
                     await self._adopt()
                 got = await self.claim_once(asked)
             except Exception as exc:
-                await self._after_error(exc, outage)
+                await after_error(self.pool, exc, outage)
                 continue
             outage.recovered()
             if not got:  # a short batch may have left a job behind a key it took: claim again
@@ -342,9 +334,9 @@ class Worker:
 
     async def _adopt(self) -> None:
         async with self.pool.connection() as conn:
-            jobs = await store.arun(conn, store.adopt_jobs(self.name, list(self._held)))
+            jobs = await store.arun(conn, store.adopt_jobs(self.name, self._held.ids()))
         for job in jobs:
-            self._held[job.id] = job
+            self._held.hold(job)
             self._buffer.put_nowait(job)
         if jobs:
             log.info(
@@ -358,10 +350,10 @@ class Worker:
             return []
         loop = firing.loop(
             self.pool,
-            self.settings.namespaces,
+            firing.Firing(self.settings.namespaces),
             clock=self.clock,
             wake=self._schedules_wake,
-            alive=lambda config: self._beat("firing", config.max_sleep),
+            alive=lambda config: self._liveness.beat("firing", config.max_sleep),
         )
         return [("firing", loop)]
 
@@ -407,8 +399,8 @@ class Worker:
             job = await self._buffer.get()
             if job is None:
                 return
-            if job.id in self._lost:
-                self._forget(job)
+            if self._held.lost(job.id):
+                self._held.forget(job.id)
                 continue
             try:
                 await self._run_job(job)
@@ -419,24 +411,24 @@ class Worker:
                     "could not record the outcome: %s",
                     exc,
                     exc_info=exc,
-                    extra=fields(
-                        action="outcome_failed", job_id=job.id, kind=job.kind, attempt=job.attempt
-                    ),
+                    extra=job_fields("outcome_failed", job),
                 )
-                self._forget(job)
+                self._held.forget(job.id)
 
     async def _run_job(self, job: Job) -> None:
         task = self.app.registry.get(job.kind)
         assert task is not None, "claimed only registered kinds"
-        if job.id in self._cancelling:  # asked to stop before it started
-            await self._record_cancelled(job)
+        held = self._held.get(job.id)
+        assert held is not None, "held from its claim until its outcome"
+        if held.cancelling:  # asked to stop before it started
+            await self.outcomes.cancelled(job)
             return
         # The job runs inside this slot's own task (no task per job): to interrupt it, the
         # heartbeat or the shutdown cancels the slot while it is registered here, which is
         # only while it awaits inside execute().
         slot = asyncio.current_task()
         assert slot is not None
-        self._running[job.id] = slot
+        held.slot = slot
         started = time.perf_counter()
         try:
             outcome: executor.Outcome = await executor.execute(job, task, self._threads)
@@ -445,34 +437,32 @@ class Worker:
                 self.meters.of(job).duration.observe(elapsed)
         except asyncio.CancelledError:
             slot.uncancel()
-            if job.id in self._lost:
-                self._forget(job)
+            if held.lost:
+                self._held.forget(job.id)
                 return
             outcome = executor.Failed(_SHUTDOWN_ERROR)
         finally:
-            self._running.pop(job.id, None)
-        if job.id in self._lost:
+            held.slot = None
+        if held.lost:
             log.info(
                 "job was cancelled or taken over while running; outcome dropped",
-                extra=fields(
-                    action="outcome_dropped", job_id=job.id, kind=job.kind, attempt=job.attempt
-                ),
+                extra=job_fields("outcome_dropped", job),
             )
-            self._forget(job)
+            self._held.forget(job.id)
             return
-        if job.id in self._cancelling:  # whatever the task's outcome: it was asked to stop
-            await self._record_cancelled(job)
+        if held.cancelling:  # whatever the task's outcome: it was asked to stop
+            await self.outcomes.cancelled(job)
             return
         if isinstance(outcome, executor.Succeeded):
             if job.schedule is not None and outcome.result is not None:
-                self._carry(job, outcome.result)
-            self._done.append(job)
-            self._done_ready.set()
+                self._carry(held, outcome.result)
+            self.outcomes.succeeded(job)
         else:
-            await self._record_failure(job, outcome)
-            self._forget(job)
+            await self.outcomes.failed(job, outcome)
+            self._held.forget(job.id)
 
-    def _carry(self, job: Job, result: Any) -> None:
+    def _carry(self, held: Held, result: Any) -> None:
+        job = held.job
         try:
             store.to_json("return value", result)
         except InvalidInput as exc:
@@ -482,204 +472,14 @@ class Worker:
                 extra=fields(action="state_not_carried", job_id=job.id, kind=job.kind),
             )
             return
-        self._results[job.id] = result
-
-    def _forget(self, job: Job) -> None:
-        self._held.pop(job.id, None)
-        self._lost.discard(job.id)
-        self._cancelling.discard(job.id)
-        self._room.set()
-
-    async def _persist(self, what: str, write: Callable[[], Awaitable[T]]) -> tuple[T, bool]:
-        """``write()``'s result, retried on a new connection for as long as the connection is
-        lost (every write is fenced by version, so a late one changes nothing); and whether it
-        was retried: then a version mismatch may be the first attempt's own commit. Once the
-        worker is shutting down, it gives up after the shutdown grace (the lease runs out)."""
-        outage = connections.Outage(what, log, "outcome_failed")
-        retried = False
-        while True:
-            try:
-                result = await write()
-            except connections.ConnectionLost as exc:
-                retried = True
-                if (
-                    self._stopping.is_set()
-                    and outage.seconds > self.settings.shutdown_grace_seconds
-                ):
-                    raise
-                await self._after_error(exc, outage)
-                continue
-            outage.recovered()
-            return result, retried
-
-    async def _after_error(self, exc: Exception, outage: connections.Outage | None = None) -> None:
-        """Log through ``outage`` and wait its delay (when given); after a lost connection,
-        drop the pool's connections that broke with it."""
-        delay = outage.failed(exc) if outage is not None else 0.0
-        if isinstance(exc, connections.ConnectionLost):
-            try:
-                await connections.discard_broken(self.pool)
-            except Exception as check_failed:  # the pool's own trouble: the retry will tell
-                log.debug("pool check failed: %s", check_failed)
-        await sleep(delay)
-
-    def _mismatch(self, job: Job, retried: bool, what: str, stage: str) -> None:
-        if retried:
-            log.info(
-                "%s not recorded on a retry: the first try committed, or the job changed elsewhere",
-                what,
-                extra=fields(
-                    action="outcome_unconfirmed", job_id=job.id, kind=job.kind, attempt=job.attempt
-                ),
-            )
-            return
-        metrics.VERSION_MISMATCHES.labels(stage).inc()
-        log.warning(
-            "version mismatch: job changed elsewhere, %s not recorded",
-            what,
-            extra=fields(
-                action="version_mismatch", job_id=job.id, kind=job.kind, attempt=job.attempt
-            ),
-        )
-
-    async def _record_cancelled(self, job: Job) -> None:
-        async def write() -> bool:
-            async with self.pool.connection() as conn:
-                return await store.arun(conn, store.record_cancelled(job, self.clock.now()))
-
-        applied, retried = await self._persist("recording a cancellation", write)
-        self._forget(job)
-        if not applied:
-            self._mismatch(job, retried, "cancellation", "cancel")
-            return
-        self.meters.of(job).cancelled.inc()
-        log.info(
-            "job cancelled",
-            extra=fields(
-                action="job_cancelled",
-                job_id=job.id,
-                kind=job.kind,
-                attempt=job.attempt,
-                worker=self.name,
-            ),
-        )
-
-    async def _record_failure(self, job: Job, failure: executor.Failed) -> None:
-        task = self.app.registry.get(job.kind)
-        decision = retry.after_failure(job, task)
-        now = self.clock.now()
-        error = failure.error
-        meter = self.meters.of(job)
-        if isinstance(decision, retry.GiveUp):
-
-            async def dead() -> bool:
-                async with self.pool.connection() as conn:
-                    return await deaths.mark_dead(conn, job, task, error, now)
-
-            if (await self._persist("recording a dead job", dead))[0]:
-                meter.dead.inc()
-            return
-        delay = decision.delay_seconds
-
-        async def later() -> JobStatus | None:
-            async with self.pool.connection() as conn, conn.transaction():
-                return await store.arun(conn, store.retry_job_later(job, delay, error, now))
-
-        became, retried = await self._persist("recording a failure", later)
-        if became is JobStatus.CANCELLED:  # asked to stop meanwhile: not retried
-            meter.cancelled.inc()
-            log.info(
-                "job failed after it was asked to stop; cancelled, not retried",
-                extra=fields(
-                    action="job_cancelled",
-                    job_id=job.id,
-                    kind=job.kind,
-                    attempt=job.attempt,
-                    worker=self.name,
-                    error=executor.summary(error),
-                ),
-            )
-        elif became is JobStatus.AVAILABLE:
-            (meter.timed_out if failure.timed_out else meter.retried).inc()
-            log.info(
-                "job failed; retrying later",
-                extra=fields(
-                    action="job_retry",
-                    job_id=job.id,
-                    kind=job.kind,
-                    attempt=job.attempt,
-                    worker=self.name,
-                    error=executor.summary(error),
-                ),
-            )
-        else:
-            self._mismatch(job, retried, "failure", "retry")
-
-    async def _completer(self) -> None:
-        """Write successes in batches: whatever finished while the last write was in flight."""
-        while True:
-            await self._done_ready.wait()
-            self._done_ready.clear()
-            batch, self._done = self._done, []
-            if batch:
-                await self._complete(batch)
-            if self._closing and not self._done:
-                return
-
-    async def _complete(self, jobs: list[Job]) -> None:
-        async def write() -> set[JobId]:
-            async with self.pool.connection() as conn:
-                applied = await store.arun(conn, store.complete_jobs(jobs, self.clock.now()))
-                # Schedule jobs: last success, FixedDelay next run, carried state; same commit.
-                results = {
-                    j.id: self._results.get(j.id)
-                    for j in jobs
-                    if j.schedule is not None and j.id in applied
-                }
-                if results:
-                    await store.arun(conn, schedules_db.jobs_succeeded(results))
-                return applied
-
-        try:
-            applied, retried = await self._persist("recording successes", write)
-        except Exception as exc:
-            # Not written (a lost connection is retried until a shutdown's grace is over):
-            # the leases run out and the jobs run again.
-            log.error(
-                "could not record successes: %s",
-                exc,
-                exc_info=exc,
-                extra=fields(action="complete_failed", count=len(jobs)),
-            )
-        else:
-            self._check_applied(jobs, applied, retried)
-        for job in jobs:
-            self._held.pop(job.id, None)
-            self._results.pop(job.id, None)
-        self._room.set()
-
-    def _check_applied(self, jobs: list[Job], applied: set[JobId], retried: bool) -> None:
-        """Count the successes written; log and count the ones a version mismatch dropped."""
-        if len(applied) < len(jobs):
-            for job in jobs:
-                if job.id not in applied:
-                    self._mismatch(job, retried, "success", "complete")
-        if not self.meters.enabled:
-            return
-        succeeded: dict[metrics.JobMeter, int] = {}
-        for job in jobs:
-            if job.id in applied:
-                meter = self.meters.of(job)
-                succeeded[meter] = succeeded.get(meter, 0) + 1
-        for meter, count in succeeded.items():
-            meter.succeeded.inc(count)
+        held.result = result
 
     # --- leases and maintenance --------------------------------------------------------
 
     async def heartbeat_once(self) -> None:
         """Extend the leases of every job held; stop the ones asked to stop; drop the ones
         that are no longer ours."""
-        held = list(self._held.values())
+        held = [h.job for h in self._held]
         now = self.clock.now()
         async with self.pool.connection() as conn:
             kept = await store.arun(
@@ -687,47 +487,32 @@ class Worker:
             )
             await store.arun(conn, store.touch_worker(self.name, now))
         for job in held:
-            if job.id not in self._held:
+            record = self._held.get(job.id)
+            if record is None:
                 continue  # finished meanwhile
             if job.id not in kept:
-                self._lose(job)
-            elif kept[job.id] and job.id not in self._cancelling:
-                self._stop_job(job)
+                self._lose(record)
+            elif kept[job.id] and not record.cancelling:
+                self._stop_job(record)
 
-    def _lose(self, job: Job) -> None:
+    def _lose(self, held: Held) -> None:
         log.info(
             "job no longer ours (recovered elsewhere)",
-            extra=fields(
-                action="job_lost",
-                job_id=job.id,
-                kind=job.kind,
-                attempt=job.attempt,
-                worker=self.name,
-            ),
+            extra=job_fields("job_lost", held.job, worker=self.name),
         )
-        self._lost.add(job.id)
-        slot = self._running.get(job.id)
-        if slot is not None:
-            slot.cancel()
+        held.lost = True
+        if held.slot is not None:
+            held.slot.cancel()
 
-    def _stop_job(self, job: Job) -> None:
+    def _stop_job(self, held: Held) -> None:
         """``job`` was asked to stop: cancel its async task (a sync one cannot be stopped and
         runs on); the slot records it cancelled when the task has returned."""
-        log.info(
-            "job asked to stop",
-            extra=fields(
-                action="cancel_requested",
-                job_id=job.id,
-                kind=job.kind,
-                attempt=job.attempt,
-                worker=self.name,
-            ),
-        )
-        self._cancelling.add(job.id)
-        slot = self._running.get(job.id)
+        job = held.job
+        log.info("job asked to stop", extra=job_fields("cancel_requested", job, worker=self.name))
+        held.cancelling = True
         task = self.app.registry.get(job.kind)
-        if slot is not None and task is not None and task.is_async:
-            slot.cancel()
+        if held.slot is not None and task is not None and task.is_async:
+            held.slot.cancel()
 
     async def _heartbeat(self) -> None:
         """A failed heartbeat is retried soon (with backoff), not at the next interval, and
@@ -735,70 +520,45 @@ class Worker:
         outage = connections.Outage("heartbeat", log, "heartbeat_failed")
         delay = self.settings.heartbeat_seconds
         while True:
-            self._beat("heartbeat", self.settings.heartbeat_seconds)
+            self._liveness.beat("heartbeat", self.settings.heartbeat_seconds)
             await sleep(delay, self._heartbeat_now)
             self._heartbeat_now.clear()
             try:
                 await self.heartbeat_once()
             except Exception as exc:
                 delay = min(outage.failed(exc), self.settings.heartbeat_seconds)
-                await self._after_error(exc)
+                await after_error(self.pool, exc)
             else:
                 outage.recovered()
                 delay = self.settings.heartbeat_seconds
 
     async def maintain_once(self) -> None:
-        """Run each maintenance duty that this worker manages to claim."""
-        s = self.settings
-        duties: list[tuple[str, float, _Duty]] = [
-            (
-                leases.NAME,
-                s.maintenance_seconds,
-                lambda c: leases.run_once(c, self.clock.now(), self.meters),
-            ),
-            (
-                retention.NAME,
-                s.maintenance_seconds,
-                lambda c: retention.run_once(
-                    c, s.retention_seconds, s.retention_batch, self.clock.now()
-                ),
-            ),
-            (
-                worker_expiry.NAME,
-                s.maintenance_seconds,
-                lambda c: worker_expiry.run_once(c, s.worker_ttl_seconds, self.clock.now()),
-            ),
-            (gauges.NAME, s.gauges_seconds, self._sample_gauges),
-        ]
+        """Run each service of :attr:`services`: a shared one when this worker manages to
+        claim its duty row for the interval, the others every time."""
         async with self.pool.connection() as conn:
-            for name, interval, duty in duties:
-                async with conn.transaction():
-                    mine = await store.arun(
-                        conn, store.claim_duty(name, self.name, interval, self.clock.now())
-                    )
-                if mine:
-                    await duty(conn)
-            # Not a duty: only a worker registering a kind may run its on_dead hook.
-            if self.kinds:
-                await deaths.run_pending_hooks(conn, self.app.registry)
-
-    async def _sample_gauges(self, conn: connections.AsyncConnection) -> None:
-        s = self.settings
-        sample = await gauges.run_once(conn, s.worker_ttl_seconds, self.clock.now())
-        # Exported until a few samples were missed (another worker may be sampling now).
-        fresh_for = gauges.FRESH_INTERVALS * max(s.gauges_seconds, s.maintenance_seconds)
-        gauges.export(sample, fresh_for=fresh_for)
+            for service in self.services:
+                if service.shared:
+                    async with conn.transaction():
+                        mine = await store.arun(
+                            conn,
+                            store.claim_duty(
+                                service.name, self.name, service.interval, self.clock.now()
+                            ),
+                        )
+                    if not mine:
+                        continue
+                await service.run_once(conn, self.clock.now())
 
     async def _maintenance(self) -> None:
         outage = connections.Outage("maintenance", log, "maintenance_failed")
         while True:
-            self._beat("maintenance", self.settings.maintenance_seconds)
+            self._liveness.beat("maintenance", self.settings.maintenance_seconds)
             delay = self.settings.maintenance_seconds
             try:
                 await self.maintain_once()
             except Exception as exc:
                 delay = min(outage.failed(exc), delay)
-                await self._after_error(exc)
+                await after_error(self.pool, exc)
             else:
                 outage.recovered()
             await sleep(delay)

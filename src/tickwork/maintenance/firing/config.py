@@ -1,0 +1,84 @@
+"""Schedule firing's configuration and what one pass reports."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+from tickwork.errors import ConfigurationError
+from tickwork.maintenance.service import positive
+
+RETRY_FIRST = timedelta(seconds=1)
+"""A schedule whose firing failed is claimed again this much later..."""
+RETRY_MAX = timedelta(minutes=5)
+"""...doubling with each consecutive failure, up to this."""
+
+
+@dataclass(frozen=True)
+class FiringConfig:
+    batch: int = 500
+    """Schedules claimed by one transaction."""
+    chunk: int = 1000
+    """Most occurrences of one schedule settled by one pass (a backlog takes several)."""
+    budget: int = 10_000
+    """Occurrences computed per transaction; claimed schedules beyond it wait for the next."""
+    max_sleep: float = 30.0
+    """Longest sleep between passes, so a lost notification costs at most this much."""
+    busy_sleep: float = 0.05
+    """Sleep while due schedules are held by another worker, or were deferred."""
+    error_sleep: float = 1.0
+    """Sleep after a database error."""
+    cache_size: int = 100_000
+    """Parsed definitions kept by the loop (about 1 KB each)."""
+    warm_idle: float = 0.5
+    """With at least this many seconds to sleep, the loop first parses the definitions of
+    the schedules due next, so parsing is off the path from due time to job."""
+    warm_chunk: int = 500
+    """Definitions fetched and parsed per step of warming (it stops when the sleep is up)."""
+
+    def __post_init__(self) -> None:
+        positive(
+            self,
+            "batch",
+            "chunk",
+            "budget",
+            "max_sleep",
+            "busy_sleep",
+            "error_sleep",
+            "cache_size",
+            "warm_chunk",
+        )
+        if self.warm_idle < 0:
+            raise ConfigurationError(f"warm_idle: must be >= 0, not {self.warm_idle!r}")
+
+
+DEFAULTS = FiringConfig()
+
+
+@dataclass
+class FireReport:
+    """What a pass did."""
+
+    claimed: int = 0
+    """Due schedules claimed."""
+    fired: int = 0
+    """Jobs created."""
+    skipped: int = 0
+    """Occurrences thrown away by a misfire or overlap policy."""
+    existing: int = 0
+    """Occurrences that had a job already."""
+    deferred: int = 0
+    """Schedules left as they were for the next pass (Replace could not cancel a job)."""
+    backlog: int = 0
+    """Schedules with due occurrences left for another pass (a chunk or the budget ran out)."""
+    failed: int = 0
+    """Schedules whose firing failed, set aside until their retry."""
+
+    def add(self, other: FireReport) -> None:
+        self.claimed += other.claimed
+        self.fired += other.fired
+        self.skipped += other.skipped
+        self.existing += other.existing
+        self.deferred += other.deferred
+        self.backlog += other.backlog
+        self.failed += other.failed

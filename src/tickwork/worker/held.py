@@ -1,0 +1,73 @@
+"""The jobs a worker holds, from their claim until their outcome is written or dropped: one
+record per job (:class:`Held`) in one dict (:class:`HeldJobs`), dropped in one place
+(:meth:`HeldJobs.forget`), which also tells the claimer there is room again."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from tickwork.logs import fields
+from tickwork.model import Job, JobId
+
+
+@dataclass
+class Held:
+    job: Job
+    lost: bool = False
+    """Its lease could not be extended (it was taken over elsewhere): its outcome is dropped."""
+    cancelling: bool = False
+    """Asked to stop: recorded cancelled once its task has returned."""
+    slot: asyncio.Task[None] | None = None
+    """The slot running its task, while it runs."""
+    result: Any = None
+    """A succeeded schedule job's return value, carried as its schedule's state."""
+
+
+class HeldJobs:
+    def __init__(self, room: asyncio.Event) -> None:
+        self._held: dict[JobId, Held] = {}
+        self._room = room
+
+    def hold(self, job: Job) -> None:
+        self._held[job.id] = Held(job)
+
+    def get(self, job_id: JobId) -> Held | None:
+        return self._held.get(job_id)
+
+    def __contains__(self, job_id: JobId) -> bool:
+        return job_id in self._held
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+    def __iter__(self) -> Iterator[Held]:
+        return iter(list(self._held.values()))
+
+    def ids(self) -> list[JobId]:
+        return list(self._held)
+
+    def lost(self, job_id: JobId) -> bool:
+        held = self._held.get(job_id)
+        return held is not None and held.lost
+
+    def cancelling(self, job_id: JobId) -> bool:
+        held = self._held.get(job_id)
+        return held is not None and held.cancelling
+
+    def running(self) -> list[asyncio.Task[None]]:
+        """The slots running a held job's task now."""
+        return [held.slot for held in self._held.values() if held.slot is not None]
+
+    def forget(self, job_id: JobId) -> None:
+        """Drop the job's record, whatever became of it; there is room for another."""
+        self._held.pop(job_id, None)
+        self._room.set()
+
+
+def job_fields(action: str, job: Job, **more: Any) -> dict[str, Any]:
+    """The log fields of a line about ``job``: ``action``, its id, kind and attempt, and
+    ``more``."""
+    return fields(action=action, job_id=job.id, kind=job.kind, attempt=job.attempt, **more)
