@@ -11,8 +11,9 @@ from typing import Any, TypedDict, TypeVar, Unpack
 
 from tickwork import metrics
 from tickwork.clock import Clock, DatabaseClock
-from tickwork.db import admin as admin_db
+from tickwork.db import audit as audit_db
 from tickwork.db import connections, store
+from tickwork.db import jobs as jobs_db
 from tickwork.db import schedules as schedules_db
 from tickwork.errors import (
     ConfigurationError,
@@ -161,7 +162,7 @@ class App:
 
     # --- enqueueing --------------------------------------------------------------------
 
-    def _options(self, kind: str, fields: JobFields) -> store.JobOptions:
+    def _options(self, kind: str, fields: JobFields) -> jobs_db.JobOptions:
         task = self.registry.get(kind)
         queue = fields.get("queue") or (task.queue if task else DEFAULT_QUEUE)
         max_attempts = fields.get("max_attempts")
@@ -175,7 +176,7 @@ class App:
         )
         if run_at is not None and run_at.tzinfo is None:
             raise InvalidInput("run_at", "must be timezone-aware")
-        return store.JobOptions(
+        return jobs_db.JobOptions(
             queue=queue,
             priority=priority,
             run_at=run_at,
@@ -187,17 +188,19 @@ class App:
         )
 
     def _insert_one(
-        self, kind: str, payload: Any, options: store.JobOptions
-    ) -> store.Op[store.Enqueued | None]:
-        return store.insert_job(kind, {} if payload is None else payload, options, self.clock.now())
+        self, kind: str, payload: Any, options: jobs_db.JobOptions
+    ) -> store.Op[jobs_db.Enqueued | None]:
+        return jobs_db.insert_job(
+            kind, {} if payload is None else payload, options, self.clock.now()
+        )
 
     def _insert_many(
         self, kind: str, payloads: Sequence[Any], fields: JobFields
-    ) -> tuple[store.JobOptions, store.Op[list[JobId]]]:
+    ) -> tuple[jobs_db.JobOptions, store.Op[list[JobId]]]:
         if fields.get("unique_key") is not None:
             raise InvalidInput("unique_key", "not supported by enqueue_many")
         options = self._options(kind, fields)
-        return options, store.insert_jobs(kind, payloads, options, self.clock.now())
+        return options, jobs_db.insert_jobs(kind, payloads, options, self.clock.now())
 
     def enqueue(
         self,
@@ -268,7 +271,7 @@ class App:
     # --- looking and acting -----------------------------------------------------------
 
     def get_job(self, job_id: int) -> Job:
-        job = self._run(store.get_job(job_id))
+        job = self._run(jobs_db.get_job(job_id))
         if job is None:
             raise JobNotFound(f"no job with id {job_id}")
         return job
@@ -281,7 +284,7 @@ class App:
         queue: str | None = None,
         limit: int = 100,
     ) -> list[Job]:
-        return self._run(store.list_jobs(status=status, kind=kind, queue=queue, limit=limit))
+        return self._run(jobs_db.list_jobs(status=status, kind=kind, queue=queue, limit=limit))
 
     def _act(
         self,
@@ -296,7 +299,7 @@ class App:
     ) -> None:
         now = self.clock.now()
         with self.connection() as conn:
-            before = store.run(conn, admin_db.lock_job(job_id, now))
+            before = store.run(conn, jobs_db.lock_job(job_id, now))
             if before is None:
                 raise JobNotFound(f"no job with id {job_id}")
             if not store.run(conn, op):
@@ -304,10 +307,10 @@ class App:
                     f"job {job_id} is {before.status.value}; {action} applies only to {allowed} "
                     "jobs"
                 )
-            after = store.run(conn, admin_db.lock_job(job_id, now))
+            after = store.run(conn, jobs_db.lock_job(job_id, now))
             store.run(
                 conn,
-                store.record_audit(
+                audit_db.record_audit(
                     actor=actor,
                     action=action,
                     target=f"job:{job_id}",
@@ -336,7 +339,7 @@ class App:
         cancelled when it returns) or its lease expires (lease recovery then cancels it)."""
         self._act(
             job_id,
-            store.cancel_job(job_id, self.clock.now()),
+            jobs_db.cancel_job(job_id, self.clock.now()),
             "cancel",
             "available or running",
             actor=actor,
@@ -356,7 +359,7 @@ class App:
         """Send a dead or cancelled job back to available with fresh attempts."""
         self._act(
             job_id,
-            store.retry_dead_job(job_id, self.clock.now()),
+            jobs_db.retry_dead_job(job_id, self.clock.now()),
             "retry",
             "dead or cancelled",
             actor=actor,
@@ -370,7 +373,7 @@ class App:
         """Release a delayed job immediately; audited."""
         self._act(
             job_id,
-            store.run_job_now(job_id, self.clock.now()),
+            jobs_db.run_job_now(job_id, self.clock.now()),
             "run_now",
             "available",
             actor=actor,
@@ -461,7 +464,7 @@ class App:
             return operations.trigger(conn, namespace, name, audit, self.clock.now())
 
 
-def _count_enqueued(options: store.JobOptions, kind: str, count: int) -> None:
+def _count_enqueued(options: jobs_db.JobOptions, kind: str, count: int) -> None:
     """``tickwork_jobs_enqueued_total``: new jobs only (not a unique key's existing one)."""
     if count:
         metrics.JOBS_ENQUEUED.labels(metrics.NO_SCHEDULE, options.queue, kind).inc(count)

@@ -20,6 +20,9 @@ from typing import Any
 
 from tickwork.admin.reads import job_target, require, schedule_target
 from tickwork.db import admin as admin_db
+from tickwork.db import audit as audit_db
+from tickwork.db import jobs as jobs_db
+from tickwork.db import schedules as schedules_db
 from tickwork.db import store
 from tickwork.db.connections import Connection
 from tickwork.errors import InvalidTransition, JobNotFound, ScheduleNotFound
@@ -44,7 +47,7 @@ class Outcome:
 class _JobRule:
     applies: frozenset[JobStatus]
     op: Callable[[int, datetime | None], store.Op[bool]]
-    settled: Callable[[admin_db.LockedJob], str | None]
+    settled: Callable[[jobs_db.LockedJob], str | None]
     """Why there is nothing to do, or None."""
 
 
@@ -54,15 +57,15 @@ class JobAction(enum.Enum):
     RETRY = "retry"
 
 
-def _run_now_settled(job: admin_db.LockedJob) -> str | None:
+def _run_now_settled(job: jobs_db.LockedJob) -> str | None:
     return "already due" if job.status is JobStatus.AVAILABLE and job.due else None
 
 
-def _cancel_settled(job: admin_db.LockedJob) -> str | None:
+def _cancel_settled(job: jobs_db.LockedJob) -> str | None:
     return "already cancelled" if job.status is JobStatus.CANCELLED else None
 
 
-def _retry_settled(job: admin_db.LockedJob) -> str | None:
+def _retry_settled(job: jobs_db.LockedJob) -> str | None:
     if job.status in (JobStatus.AVAILABLE, JobStatus.RUNNING):
         return f"already {job.status.value}"
     return None
@@ -70,22 +73,22 @@ def _retry_settled(job: admin_db.LockedJob) -> str | None:
 
 _RULES = {
     JobAction.RUN_NOW: _JobRule(
-        frozenset({JobStatus.AVAILABLE}), store.run_job_now, _run_now_settled
+        frozenset({JobStatus.AVAILABLE}), jobs_db.run_job_now, _run_now_settled
     ),
     JobAction.CANCEL: _JobRule(
-        frozenset({JobStatus.AVAILABLE, JobStatus.RUNNING}), store.cancel_job, _cancel_settled
+        frozenset({JobStatus.AVAILABLE, JobStatus.RUNNING}), jobs_db.cancel_job, _cancel_settled
     ),
     JobAction.RETRY: _JobRule(
-        frozenset({JobStatus.DEAD, JobStatus.CANCELLED}), store.retry_dead_job, _retry_settled
+        frozenset({JobStatus.DEAD, JobStatus.CANCELLED}), jobs_db.retry_dead_job, _retry_settled
     ),
 }
 
 
 def _replayed(
-    conn: Connection, action: str, target: str, actor: admin_db.Actor, job_id: int | None
+    conn: Connection, action: str, target: str, actor: audit_db.Actor, job_id: int | None
 ) -> Outcome | None:
     """The outcome of the same action done before under this request id, if it was."""
-    earlier = store.run(conn, admin_db.replay(actor.request_id, action, target))
+    earlier = store.run(conn, audit_db.replay(actor.request_id, action, target))
     if earlier is None:
         return None
     job_id = earlier.details.get("job_id", job_id)
@@ -103,14 +106,14 @@ def act_on_job(
     conn: Connection,
     action: JobAction,
     job_id: int,
-    actor: admin_db.Actor,
+    actor: audit_db.Actor,
     now: datetime | None,
     scope: admin_db.Scope,
 ) -> Outcome:
     """Apply ``action`` to the job in ``conn``'s transaction (the caller commits)."""
     target = job_target(job_id)
     rule = _RULES[action]
-    locked = store.run(conn, admin_db.lock_job(job_id, now))
+    locked = store.run(conn, jobs_db.lock_job(job_id, now))
     if locked is None:
         raise JobNotFound(f"no job with id {job_id}")
     require(scope, locked.namespace, f"job {job_id}")
@@ -128,7 +131,7 @@ def act_on_job(
     if not store.run(conn, rule.op(job_id, now)):
         raise InvalidTransition(f"job {job_id} changed while locked")  # cannot happen: held
     audit_id = store.run(
-        conn, admin_db.audit_job(job_id, action.value, actor, locked.snapshot, now)
+        conn, audit_db.audit_job(job_id, action.value, actor, locked.snapshot, now)
     )
     return Outcome(
         action.value, target, True, f"job {job_id}: {action.value} done", audit_id, JobId(job_id)
@@ -147,8 +150,8 @@ class _ScheduleAudit(operations.Audit):
     def record(
         self, action: str, target: str, details: dict[str, Any], now: datetime | None
     ) -> store.Op[int]:
-        actor = admin_db.Actor(self.actor, self.reason, self.request_id or "")
-        return admin_db.audit_schedule(
+        actor = audit_db.Actor(self.actor, self.reason, self.request_id or "")
+        return audit_db.audit_schedule(
             self.namespace,
             self.name,
             action=action,
@@ -167,21 +170,21 @@ def trigger(
     conn: Connection,
     namespace: str,
     name: str,
-    actor: admin_db.Actor,
+    actor: audit_db.Actor,
     now: datetime | None,
     scope: admin_db.Scope,
 ) -> Outcome:
     """One job of the schedule now, outside its timetable, in ``conn``'s transaction."""
     require(scope, namespace, f"namespace {namespace}")
     target = schedule_target(namespace, name)
-    locked = store.run(conn, admin_db.lock_schedule(namespace, name))
+    locked = store.run(conn, schedules_db.lock_snapshot(namespace, name))
     if locked is None:
         raise ScheduleNotFound(f"no schedule {name!r} in namespace {namespace!r}")
     if earlier := _replayed(conn, TRIGGER, target, actor, None):
         return earlier
     audit = _ScheduleAudit(actor.name, actor.reason, actor.request_id, namespace, name, locked)
     job_id = operations.trigger(conn, namespace, name, audit, now)
-    replay = store.run(conn, admin_db.replay(actor.request_id, TRIGGER, target))
+    replay = store.run(conn, audit_db.replay(actor.request_id, TRIGGER, target))
     return Outcome(
         TRIGGER,
         target,

@@ -13,8 +13,11 @@ from datetime import datetime, timedelta
 
 from tickwork.admin.settings import AdminSettings
 from tickwork.db import admin as admin_db
+from tickwork.db import clock as clock_db
+from tickwork.db import jobs as jobs_db
 from tickwork.db import schedules as schedules_db
 from tickwork.db import store
+from tickwork.db import workers as workers_db
 from tickwork.db.connections import Connection
 from tickwork.errors import JobNotFound, ScheduleNotFound
 from tickwork.model import Job
@@ -213,12 +216,12 @@ def job(
     job_id: int,
     scope: admin_db.Scope,
 ) -> JobDetail:
-    found = store.run(conn, store.get_job(job_id))
+    found = store.run(conn, jobs_db.get_job(job_id))
     if found is None:
         raise JobNotFound(f"no job with id {job_id}")
     require(scope, found.schedule.namespace if found.schedule else None, f"job {job_id}")
-    seen = store.run(conn, admin_db.worker_seen(found.picked_by)) if found.picked_by else None
-    instant = store.run(conn, store.database_now(now))
+    seen = store.run(conn, workers_db.worker_seen(found.picked_by)) if found.picked_by else None
+    instant = store.run(conn, clock_db.database_now(now))
     return JobDetail(
         job=found,
         picker_seen_at=seen,
@@ -285,7 +288,7 @@ def schedule(
         conn, admin_db.namespaces(namespace, settings.live_worker_seconds, 1, now, None)
     )
     history = admin_db.JobFilter(namespace=namespace, schedule=name)
-    next_ones, why = upcoming(rows[0], store.run(conn, store.database_now(now)))
+    next_ones, why = upcoming(rows[0], store.run(conn, clock_db.database_now(now)))
     return ScheduleDetail(
         summary=summaries[0],
         row=rows[0],

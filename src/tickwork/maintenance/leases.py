@@ -11,6 +11,7 @@ from datetime import datetime
 
 from tickwork import metrics
 from tickwork.db import connections, store
+from tickwork.db import jobs as jobs_db
 from tickwork.logs import fields
 from tickwork.model import JobStatus
 
@@ -36,7 +37,7 @@ async def run_once(
     outcome too."""
     meters = meters or metrics.JobMeters()
     async with conn.transaction():
-        recovered = await store.arun(conn, store.recover_expired_leases(BATCH, now))
+        recovered = await store.arun(conn, jobs_db.recover_expired_leases(BATCH, now))
     for job in recovered:
         meter = meters(job.schedule_namespace, job.queue, job.kind)
         meter.recovered.inc()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from tickwork.db import connections, store
+from tickwork.db import jobs as jobs_db
 
 NAME = "retention"
 
@@ -16,7 +17,7 @@ async def run_once(
     total = 0
     while True:
         async with conn.transaction():
-            deleted = await store.arun(conn, store.delete_finished_jobs(age_seconds, batch, now))
+            deleted = await store.arun(conn, jobs_db.delete_finished_jobs(age_seconds, batch, now))
         total += deleted
         if deleted < batch:
             return total

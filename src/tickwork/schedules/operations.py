@@ -7,7 +7,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from tickwork.db import audit as audit_db
+from tickwork.db import clock as clock_db
 from tickwork.db import connections, store
+from tickwork.db import jobs as jobs_db
 from tickwork.db import schedules as schedules_db
 from tickwork.errors import InvalidInput, InvalidTransition, ScheduleNotFound
 from tickwork.model import JobId
@@ -40,7 +43,7 @@ class Audit:
     def record(
         self, action: str, target: str, details: dict[str, Any], now: datetime | None
     ) -> store.Op[int]:
-        return store.record_audit(
+        return audit_db.record_audit(
             actor=self.actor,
             action=action,
             target=target,
@@ -88,7 +91,7 @@ def fire(
                 f"{occurrence_at.isoformat()} is not an occurrence of {namespace}/{name}",
             )
     job = policies.schedule_job(namespace, definition, occurrence_at, locked.state)
-    created = store.run(conn, schedules_db.insert_jobs([job], now))
+    created = store.run(conn, jobs_db.insert_schedule_jobs([job], now))
     if not created:
         return None
     store.run(conn, schedules_db.record_job(namespace, name, created[0].id, occurrence_at))
@@ -110,7 +113,7 @@ def backfill(
     _aware("end", end)
     if end < start:
         raise InvalidInput("end", "must not be before start")
-    if end > store.run(conn, store.database_now(now)):
+    if end > store.run(conn, clock_db.database_now(now)):
         raise InvalidInput("end", "is in the future: the schedule fires those itself")
     locked, definition = _lock(conn, namespace, name)
     if not locked.enabled:
@@ -127,7 +130,7 @@ def backfill(
     if len(found) > MAX_BACKFILL:
         raise InvalidInput("end", f"the range holds more than {MAX_BACKFILL} occurrences; split it")
     jobs = [policies.schedule_job(namespace, definition, o, locked.state) for o in found]
-    created = store.run(conn, schedules_db.insert_jobs(jobs, now))
+    created = store.run(conn, jobs_db.insert_schedule_jobs(jobs, now))
     report = BackfillReport(created=len(created), existing=len(found) - len(created))
     details = {
         "start": start.isoformat(),
@@ -147,7 +150,7 @@ def trigger(
     if not locked.enabled:
         raise InvalidTransition(f"schedule {namespace}/{name} is disabled")
     job = policies.schedule_job(namespace, definition, None, locked.state)
-    job_id = store.run(conn, schedules_db.insert_jobs([job], now))[0].id
+    job_id = store.run(conn, jobs_db.insert_schedule_jobs([job], now))[0].id
     store.run(conn, schedules_db.record_job(namespace, name, job_id, None))
     store.run(
         conn, audit.record("trigger", f"schedule:{namespace}/{name}", {"job_id": job_id}, now)

@@ -12,6 +12,7 @@ from datetime import datetime
 
 from tickwork import metrics
 from tickwork.db import connections, store
+from tickwork.db import jobs as jobs_db
 from tickwork.logs import fields
 from tickwork.model import Job
 from tickwork.tasks import Registry, Task
@@ -49,7 +50,7 @@ async def mark_dead(
     when the version moved (someone else changed the job)."""
     try:
         async with conn.transaction():
-            if not await store.arun(conn, store.mark_job_dead(job, error, now)):
+            if not await store.arun(conn, jobs_db.mark_job_dead(job, error, now)):
                 _mismatch(job, "dead")
                 return False
             if task is not None:
@@ -58,7 +59,7 @@ async def mark_dead(
         _hook_failed(job)
         async with conn.transaction():
             error = f"{error}\non_dead hook failed: {describe(exc)}"
-            if not await store.arun(conn, store.mark_job_dead(job, error, now)):
+            if not await store.arun(conn, jobs_db.mark_job_dead(job, error, now)):
                 _mismatch(job, "dead")
                 return False
     log.warning(
@@ -80,7 +81,7 @@ async def run_pending_hooks(conn: connections.AsyncConnection, registry: Registr
     error appended to ``last_error``). Returns how many hooks were settled."""
     async with conn.transaction():
         pending = await store.arun(
-            conn, store.lock_dead_hooks_pending(registry.kinds, PENDING_BATCH)
+            conn, jobs_db.lock_dead_hooks_pending(registry.kinds, PENDING_BATCH)
         )
         for job in pending:
             task = registry.get(job.kind)
@@ -92,7 +93,7 @@ async def run_pending_hooks(conn: connections.AsyncConnection, registry: Registr
             except Exception as exc:
                 _hook_failed(job)
                 error = f"{error}\non_dead hook failed: {describe(exc)}"
-            await store.arun(conn, store.dead_hook_ran(job, error))
+            await store.arun(conn, jobs_db.dead_hook_ran(job, error))
             log.info(
                 "on_dead hook of a job recovered dead has run",
                 extra=fields(action="on_dead_ran", job_id=job.id, kind=job.kind),

@@ -33,7 +33,10 @@ from tickwork import logs, metrics
 from tickwork.app import App
 from tickwork.clock import Clock, DatabaseClock, sleep
 from tickwork.db import connections, store
+from tickwork.db import duties as duties_db
+from tickwork.db import jobs as jobs_db
 from tickwork.db import schedules as schedules_db
+from tickwork.db import workers as workers_db
 from tickwork.errors import InvalidInput
 from tickwork.logs import fields
 from tickwork.maintenance import firing, gauges, leases, retention
@@ -199,7 +202,7 @@ class Worker:
             async with self.pool.connection() as conn:
                 await store.arun(
                     conn,
-                    store.register_worker(
+                    workers_db.register_worker(
                         name=self.name,
                         queues=self.queues,
                         kinds=self.kinds,
@@ -244,7 +247,7 @@ class Worker:
         await asyncio.gather(completer, return_exceptions=True)
         try:
             async with self.pool.connection() as conn:
-                await store.arun(conn, store.deregister_worker(self.name))
+                await store.arun(conn, workers_db.deregister_worker(self.name))
         except connections.ConnectionLost as exc:  # its row expires (--worker-ttl-seconds)
             log.warning("could not deregister: %s", exc, extra=fields(action="deregister_failed"))
         log.info("worker stopped", extra=fields(action="worker_stopped", worker=self.name))
@@ -260,7 +263,9 @@ class Worker:
             return
         try:
             async with self.pool.connection() as conn:
-                returned = await store.arun(conn, store.hand_back_jobs(unstarted, self.clock.now()))
+                returned = await store.arun(
+                    conn, jobs_db.hand_back_jobs(unstarted, self.clock.now())
+                )
         except connections.ConnectionLost as exc:  # their leases run out: they run elsewhere
             log.warning(
                 "could not hand back %d claimed jobs: %s",
@@ -282,7 +287,7 @@ class Worker:
             async with self.pool.connection() as conn:
                 jobs = await store.arun(
                     conn,
-                    store.claim_jobs(
+                    jobs_db.claim_jobs(
                         self.name,
                         self.queues,
                         self._max_attempts,
@@ -342,7 +347,7 @@ class Worker:
 
     async def _adopt(self) -> None:
         async with self.pool.connection() as conn:
-            jobs = await store.arun(conn, store.adopt_jobs(self.name, list(self._held)))
+            jobs = await store.arun(conn, jobs_db.adopt_jobs(self.name, list(self._held)))
         for job in jobs:
             self._held[job.id] = job
             self._buffer.put_nowait(job)
@@ -545,7 +550,7 @@ class Worker:
     async def _record_cancelled(self, job: Job) -> None:
         async def write() -> bool:
             async with self.pool.connection() as conn:
-                return await store.arun(conn, store.record_cancelled(job, self.clock.now()))
+                return await store.arun(conn, jobs_db.record_cancelled(job, self.clock.now()))
 
         applied, retried = await self._persist("recording a cancellation", write)
         self._forget(job)
@@ -583,7 +588,7 @@ class Worker:
 
         async def later() -> JobStatus | None:
             async with self.pool.connection() as conn, conn.transaction():
-                return await store.arun(conn, store.retry_job_later(job, delay, error, now))
+                return await store.arun(conn, jobs_db.retry_job_later(job, delay, error, now))
 
         became, retried = await self._persist("recording a failure", later)
         if became is JobStatus.CANCELLED:  # asked to stop meanwhile: not retried
@@ -629,7 +634,7 @@ class Worker:
     async def _complete(self, jobs: list[Job]) -> None:
         async def write() -> set[JobId]:
             async with self.pool.connection() as conn:
-                applied = await store.arun(conn, store.complete_jobs(jobs, self.clock.now()))
+                applied = await store.arun(conn, jobs_db.complete_jobs(jobs, self.clock.now()))
                 # Schedule jobs: last success, FixedDelay next run, carried state; same commit.
                 results = {
                     j.id: self._results.get(j.id)
@@ -683,9 +688,9 @@ class Worker:
         now = self.clock.now()
         async with self.pool.connection() as conn:
             kept = await store.arun(
-                conn, store.extend_leases(held, self.settings.lease_seconds, now)
+                conn, jobs_db.extend_leases(held, self.settings.lease_seconds, now)
             )
-            await store.arun(conn, store.touch_worker(self.name, now))
+            await store.arun(conn, workers_db.touch_worker(self.name, now))
         for job in held:
             if job.id not in self._held:
                 continue  # finished meanwhile
@@ -774,7 +779,7 @@ class Worker:
             for name, interval, duty in duties:
                 async with conn.transaction():
                     mine = await store.arun(
-                        conn, store.claim_duty(name, self.name, interval, self.clock.now())
+                        conn, duties_db.claim_duty(name, self.name, interval, self.clock.now())
                     )
                 if mine:
                     await duty(conn)
