@@ -131,7 +131,6 @@ async def test_fixed_delay_waits_for_the_job_to_finish(
     (job,) = store.run(conn, jobs_db.claim_jobs("w", ["default"], {KIND: 25}, 10, 30, at(50)))
     with conn.transaction():
         store.run(conn, jobs_db.complete_jobs([job], at(100)))
-        store.run(conn, schedules_db.jobs_succeeded({job.id: None}))
     assert schedule(conn, "poll")["next_run_at"] == at(145)
     assert schedule(conn, "poll")["last_success_at"] == at(100)
 

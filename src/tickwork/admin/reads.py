@@ -23,6 +23,7 @@ from tickwork.errors import JobNotFound, ScheduleNotFound
 from tickwork.model import Job
 from tickwork.schedules import occurrences
 from tickwork.schedules.definition import IntervalMode
+from tickwork.transitions import job_target
 
 ERROR_CHARS = 300
 """Characters of a job's last error read for listings, from its end (where a traceback names
@@ -44,10 +45,6 @@ def require(scope: admin_db.Scope, namespace: str | None, what: str) -> None:
     any schedule, with no namespace, are covered only by the unscoped)."""
     if scope is not None and namespace not in scope:
         raise OutOfScope(f"{what} is outside your schedule namespaces ({', '.join(sorted(scope))})")
-
-
-def job_target(job_id: int) -> str:
-    return f"job:{job_id}"
 
 
 def schedule_target(namespace: str, name: str) -> str:

@@ -11,15 +11,7 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from tickwork.db.store import Op
-
-
-@dataclass(frozen=True)
-class Actor:
-    """Who acted, why, and under which request id."""
-
-    name: str
-    reason: str | None
-    request_id: str
+from tickwork.model import Actor as Actor
 
 
 def _actor_params(actor: Actor, action: str, now: datetime | None) -> dict[str, Any]:
@@ -37,28 +29,10 @@ def _id(rows: list[dict[str, Any]]) -> int:
 
 
 def record_audit(
-    *,
-    actor: str,
-    action: str,
-    target: str,
-    reason: str | None,
-    request_id: str | None,
-    details: Mapping[str, Any],
-    now: datetime | None,
+    actor: Actor, action: str, target: str, details: Mapping[str, Any], now: datetime | None
 ) -> Op[int]:
-    return Op(
-        "audit_insert",
-        {
-            "actor": actor,
-            "action": action,
-            "target": target,
-            "reason": reason,
-            "request_id": request_id,
-            "details": Jsonb(dict(details)),
-            "now": now,
-        },
-        _id,
-    )
+    extra = {"target": target, "details": Jsonb(dict(details))}
+    return Op("audit_insert", {**_actor_params(actor, action, now), **extra}, _id)
 
 
 @dataclass(frozen=True)
@@ -81,30 +55,23 @@ def audit_job(
     job_id: int, action: str, actor: Actor, before: Mapping[str, Any], now: datetime | None
 ) -> Op[int]:
     """The record of an action on a job, with its snapshot before (given) and after."""
-    params = _actor_params(actor, action, now)
-    params.update(id=job_id, before=Jsonb(dict(before)))
-    return Op("admin_audit_job", params, _id)
+    extra = {"id": job_id, "before": Jsonb(dict(before))}
+    return Op("admin_audit_job", {**_actor_params(actor, action, now), **extra}, _id)
 
 
 def audit_schedule(
-    namespace: str,
-    name: str,
-    *,
+    key: tuple[str, str],
     action: str,
-    target: str,
     actor: Actor,
     details: Mapping[str, Any],
     before: Mapping[str, Any],
     now: datetime | None,
 ) -> Op[int]:
+    """The record of an action on the schedule ``key`` (namespace, name): its details, and
+    its snapshot before (given) and after."""
     params = _actor_params(actor, action, now)
-    params.update(
-        namespace=namespace,
-        name=name,
-        target=target,
-        details=Jsonb(dict(details)),
-        before=Jsonb(dict(before)),
-    )
+    params.update(namespace=key[0], name=key[1], target=f"schedule:{key[0]}/{key[1]}")
+    params.update(details=Jsonb(dict(details)), before=Jsonb(dict(before)))
     return Op("audit_schedule", params, _id)
 
 

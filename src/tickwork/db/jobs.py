@@ -11,8 +11,8 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from tickwork.db.store import Op, Row, to_json
-from tickwork.model import Backoff, Job, JobId, JobStatus, NewScheduleJob, OpenJobs, ScheduleRef
+from tickwork.db.store import Op, Row, optional_json, to_json
+from tickwork.model import Backoff, Job, JobId, JobStatus, NewJob, OpenJobs, ScheduleRef
 
 Key = tuple[str, str]
 """(namespace, name) of a schedule."""
@@ -65,32 +65,19 @@ def _ids(rows: list[Row]) -> set[JobId]:
 # --- enqueue ------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class JobOptions:
-    """Everything about a new job except its kind and payload."""
-
-    queue: str
-    priority: int = 0
-    run_at: datetime | None = None
-    max_attempts: int | None = None
-    """None: the task's own, resolved when a worker claims the job."""
-    retry: Backoff | None = None
-    timeout: float | None = None
-    concurrency_key: str | None = None
-    unique_key: str | None = None
-
-    def params(self) -> dict[str, Any]:
-        return {
-            "queue": self.queue,
-            "priority": self.priority,
-            "run_at": self.run_at,
-            "max_attempts": self.max_attempts,
-            "retry_base": self.retry.base if self.retry else None,
-            "retry_rate": self.retry.rate if self.retry else None,
-            "retry_max": self.retry.max if self.retry else None,
-            "timeout": self.timeout,
-            "concurrency_key": self.concurrency_key,
-        }
+def _fields(job: NewJob) -> dict[str, Any]:
+    """The columns of a new job besides its kind, payload and unique key."""
+    return {
+        "queue": job.queue,
+        "priority": job.priority,
+        "run_at": job.run_at,
+        "max_attempts": job.max_attempts,
+        "retry_base": job.retry.base if job.retry else None,
+        "retry_rate": job.retry.rate if job.retry else None,
+        "retry_max": job.retry.max if job.retry else None,
+        "timeout": job.timeout,
+        "concurrency_key": job.concurrency_key,
+    }
 
 
 @dataclass(frozen=True)
@@ -103,23 +90,20 @@ def _enqueued(rows: list[Row]) -> Enqueued | None:
     return Enqueued(JobId(rows[0]["id"]), rows[0]["created"]) if rows else None
 
 
-def insert_job(
-    kind: str, payload: Any, options: JobOptions, now: datetime | None
-) -> Op[Enqueued | None]:
+def insert_job(job: NewJob, now: datetime | None) -> Op[Enqueued | None]:
     """Insert one job; ``None`` means a unique-key race to retry."""
-    params = options.params()
+    params = _fields(job)
     params.update(
-        kind=kind, payload=to_json("payload", payload), unique_key=options.unique_key, now=now
+        kind=job.kind, payload=to_json("payload", job.payload), unique_key=job.unique_key, now=now
     )
     return Op("job_insert", params, _enqueued)
 
 
-def insert_jobs(
-    kind: str, payloads: Sequence[Any], options: JobOptions, now: datetime | None
-) -> Op[list[JobId]]:
-    params = options.params()
+def insert_jobs(template: NewJob, payloads: Sequence[Any], now: datetime | None) -> Op[list[JobId]]:
+    """Jobs like ``template``, one per payload (its own payload and unique key unused)."""
+    params = _fields(template)
     params.update(
-        kind=kind,
+        kind=template.kind,
         payloads=[to_json(f"payloads[{i}]", p) for i, p in enumerate(payloads)],
         now=now,
     )
@@ -134,9 +118,7 @@ class CreatedJob:
     occurrence_at: datetime | None
 
 
-def insert_schedule_jobs(
-    jobs: Sequence[NewScheduleJob], now: datetime | None
-) -> Op[list[CreatedJob]]:
+def insert_schedule_jobs(jobs: Sequence[NewJob], now: datetime | None) -> Op[list[CreatedJob]]:
     """One statement for all ``jobs``; an occurrence that has a job already is skipped.
     Payloads come from validated definitions or stored state: plain JSON already."""
     return Op(
@@ -153,8 +135,8 @@ def insert_schedule_jobs(
             "retry_maxes": [j.retry.max if j.retry else None for j in jobs],
             "timeouts": [j.timeout for j in jobs],
             "concurrency_keys": [j.concurrency_key for j in jobs],
-            "namespaces": [j.namespace for j in jobs],
-            "names": [j.name for j in jobs],
+            "namespaces": [j.schedule_namespace for j in jobs],
+            "names": [j.schedule_name for j in jobs],
             "occurrences": [j.occurrence_at for j in jobs],
             "now": now,
         },
@@ -220,8 +202,15 @@ def extend_leases(
     )
 
 
-def complete_jobs(jobs: Sequence[Job], now: datetime | None) -> Op[set[JobId]]:
-    return _fenced("job_complete_many", jobs, now)
+def complete_jobs(
+    jobs: Sequence[Job], now: datetime | None, results: Mapping[JobId, Any] | None = None
+) -> Op[set[JobId]]:
+    """Record ``jobs`` succeeded, each with its return value in ``results`` (absent or None:
+    none kept); a schedule job's is its schedule's carried state. Values that are not JSON
+    raise InvalidInput."""
+    kept = results or {}
+    states = [optional_json("return value", kept.get(j.id)) for j in jobs]
+    return _fenced("job_complete_many", jobs, now, results=states)
 
 
 def hand_back_jobs(jobs: Sequence[Job], now: datetime | None) -> Op[set[JobId]]:

@@ -15,7 +15,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from tickwork.db.jobs import Key
-from tickwork.db.store import Op, Row, column, nothing, optional_json
+from tickwork.db.store import Op, Row, column, nothing
 from tickwork.model import JobId, JobStatus
 
 _names = column("name")
@@ -318,22 +318,6 @@ def record_job(
     return Op(
         "schedule_record_job",
         {"namespace": namespace, "name": name, "job_id": job_id, "occurrence_at": occurrence_at},
-        nothing,
-    )
-
-
-# --- job outcomes ---------------------------------------------------------------------------
-
-
-def jobs_succeeded(results: dict[JobId, Any]) -> Op[None]:
-    """Record successes of schedule jobs: ``results`` maps each job id to its return value
-    (``None``: nothing to carry). Values that are not JSON raise InvalidInput."""
-    return Op(
-        "schedule_jobs_succeeded",
-        {
-            "ids": list(results),
-            "states": [optional_json("state", v) for v in results.values()],
-        },
         nothing,
     )
 

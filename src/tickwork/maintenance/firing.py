@@ -42,7 +42,7 @@ from tickwork.db import connections, store
 from tickwork.db import jobs as jobs_db
 from tickwork.db import schedules as db
 from tickwork.logs import fields
-from tickwork.model import NewScheduleJob
+from tickwork.model import NewJob
 from tickwork.schedules import occurrences, policies
 from tickwork.schedules.definition import (
     ConcurrencyPolicy,
@@ -168,7 +168,7 @@ class _Plan:
     next_run_at: datetime | None = None
     backlog: bool = False
     replace: bool = False
-    jobs: list[NewScheduleJob] = field(default_factory=list)
+    jobs: list[NewJob] = field(default_factory=list)
     created: list[jobs_db.CreatedJob] = field(default_factory=list)
     step: str = "firing it"
     """What the pass was doing for this schedule (named when it fails)."""

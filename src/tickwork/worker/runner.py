@@ -35,7 +35,6 @@ from tickwork.clock import Clock, DatabaseClock, sleep
 from tickwork.db import connections, store
 from tickwork.db import duties as duties_db
 from tickwork.db import jobs as jobs_db
-from tickwork.db import schedules as schedules_db
 from tickwork.db import workers as workers_db
 from tickwork.errors import InvalidInput
 from tickwork.logs import fields
@@ -634,16 +633,10 @@ class Worker:
     async def _complete(self, jobs: list[Job]) -> None:
         async def write() -> set[JobId]:
             async with self.pool.connection() as conn:
-                applied = await store.arun(conn, jobs_db.complete_jobs(jobs, self.clock.now()))
-                # Schedule jobs: last success, FixedDelay next run, carried state; same commit.
-                results = {
-                    j.id: self._results.get(j.id)
-                    for j in jobs
-                    if j.schedule is not None and j.id in applied
-                }
-                if results:
-                    await store.arun(conn, schedules_db.jobs_succeeded(results))
-                return applied
+                # With the schedule jobs' carried state (jobs_schedule_ended records it).
+                return await store.arun(
+                    conn, jobs_db.complete_jobs(jobs, self.clock.now(), self._results)
+                )
 
         try:
             applied, retried = await self._persist("recording successes", write)

@@ -1,7 +1,8 @@
 -- Every statement that reads or writes tickwork.jobs, so the job table's access paths can be
 -- checked against its indexes and locks in one file. Statements whose subject is another
 -- table but that read jobs keep that table's prefix and are mapped by that table's module
--- (db/schedules.py, db/workers.py) or by the console's read models (db/admin.py). Each block
+-- (db/schedules.py, db/workers.py) or by the console's read models (db/admin.py); the KEDA
+-- scaler's count is the function tickwork.keda_due_work (migration 0008). Each block
 -- starts with "-- name: <name>" and is loaded by tickwork.db.queries. Times come in as
 -- %(now)s: NULL means the database clock (production); tests pass a fixed instant.
 
@@ -146,13 +147,17 @@ WHERE j.id = owned.id AND j.version = owned.version AND j.status = 'running'
 RETURNING j.id, j.cancel_requested_at IS NOT NULL AS stop_requested;
 
 -- name: job_complete_many
--- Mark jobs succeeded, fenced by version; returns the ids that were updated.
+-- Mark jobs succeeded, fenced by version, with their return values (NULL: none kept; the
+-- worker keeps those of schedule jobs, their schedules' carried state); returns the ids that
+-- were updated. The trigger jobs_schedule_ended updates their schedules in the same statement.
 UPDATE tickwork.jobs j
 SET status = 'succeeded',
     finished_at = coalesce(%(now)s, now()),
     lease_expires_at = NULL,
+    result = done.result,
     version = j.version + 1
-FROM unnest(%(ids)s::bigint[], %(versions)s::integer[]) AS done(id, version)
+FROM unnest(%(ids)s::bigint[], %(versions)s::integer[], %(results)s::jsonb[])
+     AS done(id, version, result)
 WHERE j.id = done.id AND j.version = done.version AND j.status = 'running'
 RETURNING j.id;
 
@@ -534,52 +539,6 @@ FROM tickwork.schedules s
 WHERE s.namespace = %(namespace)s
 ORDER BY s.name
 FOR UPDATE OF s;
-
--- name: schedule_jobs_succeeded
--- The worker's completion write, for the succeeded jobs among those given: each schedule's last
--- success and status, its FixedDelay next run, and its carried state (the newest job's
--- non-null return value). Schedule rows are locked in key order, so concurrent completions
--- cannot deadlock on them.
-WITH finished AS (
-    SELECT j.id, j.schedule_namespace AS namespace, j.schedule_name AS name,
-           j.occurrence_at, j.finished_at, r.state
-    FROM tickwork.jobs j
-    JOIN unnest(%(ids)b::bigint[], %(states)b::jsonb[]) AS r(id, state) ON r.id = j.id
-    WHERE j.status = 'succeeded' AND j.schedule_name IS NOT NULL
-),
-per_schedule AS (
-    SELECT namespace, name,
-           max(finished_at) AS finished_at,
-           array_agg(id) AS ids,
-           bool_or(occurrence_at IS NOT NULL) AS timetable_job,
-           (array_agg(state ORDER BY id DESC) FILTER (WHERE state IS NOT NULL))[1] AS state,
-           max(id) FILTER (WHERE state IS NOT NULL) AS state_job_id
-    FROM finished
-    GROUP BY namespace, name
-),
-locked AS MATERIALIZED (
-    SELECT s.namespace, s.name
-    FROM tickwork.schedules s
-    JOIN per_schedule p ON s.namespace = p.namespace AND s.name = p.name
-    ORDER BY s.namespace, s.name
-    FOR UPDATE OF s
-)
-UPDATE tickwork.schedules s
-SET last_success_at = greatest(s.last_success_at, p.finished_at),
-    last_job_status = CASE WHEN s.last_job_id = ANY(p.ids) THEN 'succeeded'
-                           ELSE s.last_job_status END,
-    next_run_at = CASE WHEN s.fixed_delay IS NOT NULL AND s.next_run_at IS NULL AND s.enabled
-                            AND p.timetable_job
-                       THEN p.finished_at + s.fixed_delay
-                       ELSE s.next_run_at END,
-    state = CASE WHEN p.state_job_id > coalesce(s.state_job_id, 0) THEN p.state
-                 ELSE s.state END,
-    state_job_id = greatest(s.state_job_id, p.state_job_id)
-FROM per_schedule p
-JOIN locked l ON l.namespace = p.namespace AND l.name = p.name
-WHERE s.namespace = p.namespace AND s.name = p.name
-RETURNING CASE WHEN s.fixed_delay IS NOT NULL
-               THEN pg_notify('tickwork_schedules', s.namespace) END;
 
 -- name: schedule_list
 SELECT s.namespace, s.name, s.revision, s.enabled, s.suspended AS suspend,
