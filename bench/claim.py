@@ -24,6 +24,7 @@ import time
 import psycopg
 from servers import database_server
 
+from tickwork.db import jobs as jobs_db
 from tickwork.db import migrate, store
 
 KIND = "bench.claim"
@@ -56,7 +57,7 @@ def run(url: str, busy_jobs: int, keys: int, jobs: int, batch: int) -> None:
     migrate.apply(url)
     with psycopg.connect(url, autocommit=True) as conn:
         _fill(conn, busy_jobs, keys, jobs)
-        op = store.claim_jobs("bench", ["default"], {KIND: 5}, batch, 30.0, None)
+        op = jobs_db.claim_jobs("bench", ["default"], {KIND: 5}, batch, 30.0, None)
         times: list[float] = []
         claimed = 0
         while claimed < jobs:

@@ -27,6 +27,7 @@ from psycopg_pool import AsyncConnectionPool
 
 import tickwork
 from tickwork.clock import SettableClock
+from tickwork.db import jobs as jobs_db
 from tickwork.db import store
 from tickwork.model import Job
 from tickwork.settings import WorkerSettings
@@ -138,7 +139,7 @@ def claim(
 ) -> list[Job]:
     """One claim statement on ``conn`` (in whatever transaction ``conn`` is in)."""
     known = dict.fromkeys(kinds, max_attempts)
-    return store.run(conn, store.claim_jobs(worker, queues, known, limit, lease_seconds, now))
+    return store.run(conn, jobs_db.claim_jobs(worker, queues, known, limit, lease_seconds, now))
 
 
 # --- waiting with a deadline ---------------------------------------------------------------

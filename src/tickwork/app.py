@@ -9,10 +9,10 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, TypedDict, TypeVar, Unpack
 
-from tickwork import metrics
+from tickwork import metrics, transitions
 from tickwork.clock import Clock, DatabaseClock
-from tickwork.db import admin as admin_db
 from tickwork.db import connections, store
+from tickwork.db import jobs as jobs_db
 from tickwork.db import schedules as schedules_db
 from tickwork.errors import (
     ConfigurationError,
@@ -21,7 +21,16 @@ from tickwork.errors import (
     JobNotFound,
     ScheduleNotFound,
 )
-from tickwork.model import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, Backoff, Job, JobId, JobStatus
+from tickwork.model import (
+    DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_QUEUE,
+    Actor,
+    Backoff,
+    Job,
+    JobId,
+    JobStatus,
+    NewJob,
+)
 from tickwork.schedules import operations
 from tickwork.schedules import sync as schedule_sync
 from tickwork.schedules.definition import ScheduleDefinition
@@ -161,7 +170,8 @@ class App:
 
     # --- enqueueing --------------------------------------------------------------------
 
-    def _options(self, kind: str, fields: JobFields) -> store.JobOptions:
+    def _new_job(self, kind: str, payload: Any, fields: JobFields) -> NewJob:
+        """The job ``fields`` describe, checked; the task's settings fill what they leave out."""
         task = self.registry.get(kind)
         queue = fields.get("queue") or (task.queue if task else DEFAULT_QUEUE)
         max_attempts = fields.get("max_attempts")
@@ -175,8 +185,10 @@ class App:
         )
         if run_at is not None and run_at.tzinfo is None:
             raise InvalidInput("run_at", "must be timezone-aware")
-        return store.JobOptions(
+        return NewJob(
+            kind=kind,
             queue=queue,
+            payload=payload,
             priority=priority,
             run_at=run_at,
             max_attempts=max_attempts,
@@ -186,18 +198,13 @@ class App:
             unique_key=fields.get("unique_key"),
         )
 
-    def _insert_one(
-        self, kind: str, payload: Any, options: store.JobOptions
-    ) -> store.Op[store.Enqueued | None]:
-        return store.insert_job(kind, {} if payload is None else payload, options, self.clock.now())
-
     def _insert_many(
         self, kind: str, payloads: Sequence[Any], fields: JobFields
-    ) -> tuple[store.JobOptions, store.Op[list[JobId]]]:
+    ) -> tuple[NewJob, store.Op[list[JobId]]]:
         if fields.get("unique_key") is not None:
             raise InvalidInput("unique_key", "not supported by enqueue_many")
-        options = self._options(kind, fields)
-        return options, store.insert_jobs(kind, payloads, options, self.clock.now())
+        template = self._new_job(kind, None, fields)
+        return template, jobs_db.insert_jobs(template, payloads, self.clock.now())
 
     def enqueue(
         self,
@@ -209,12 +216,12 @@ class App:
     ) -> JobId:
         """Add a job; returns its id (the existing job's id when ``unique_key`` matches an
         open job). With ``conn``, the insert joins that connection's open transaction."""
-        options = self._options(kind, fields)
-        op = self._insert_one(kind, payload, options)
+        job = self._new_job(kind, {} if payload is None else payload, fields)
+        op = jobs_db.insert_job(job, self.clock.now())
         for _ in range(_UNIQUE_RACE_RETRIES):
             result = self._run(op, conn)
             if result is not None:
-                _count_enqueued(options, kind, int(result.created))
+                _count_enqueued(job, int(result.created))
                 return result.id
         raise InvalidTransition(f"could not settle the unique key of a {kind!r} job")
 
@@ -227,12 +234,12 @@ class App:
         **fields: Unpack[JobFields],
     ) -> JobId:
         """:meth:`enqueue` for asyncio code."""
-        options = self._options(kind, fields)
-        op = self._insert_one(kind, payload, options)
+        job = self._new_job(kind, {} if payload is None else payload, fields)
+        op = jobs_db.insert_job(job, self.clock.now())
         for _ in range(_UNIQUE_RACE_RETRIES):
             result = await self._arun(op, conn)
             if result is not None:
-                _count_enqueued(options, kind, int(result.created))
+                _count_enqueued(job, int(result.created))
                 return result.id
         raise InvalidTransition(f"could not settle the unique key of a {kind!r} job")
 
@@ -246,9 +253,9 @@ class App:
     ) -> list[JobId]:
         """Add many jobs of one kind in a single statement; ids in payload order.
         Takes the fields of :meth:`enqueue` except ``unique_key``."""
-        options, op = self._insert_many(kind, payloads, fields)
+        template, op = self._insert_many(kind, payloads, fields)
         ids = self._run(op, conn)
-        _count_enqueued(options, kind, len(ids))
+        _count_enqueued(template, len(ids))
         return ids
 
     async def enqueue_many_async(
@@ -260,15 +267,15 @@ class App:
         **fields: Unpack[JobFields],
     ) -> list[JobId]:
         """:meth:`enqueue_many` for asyncio code."""
-        options, op = self._insert_many(kind, payloads, fields)
+        template, op = self._insert_many(kind, payloads, fields)
         ids = await self._arun(op, conn)
-        _count_enqueued(options, kind, len(ids))
+        _count_enqueued(template, len(ids))
         return ids
 
     # --- looking and acting -----------------------------------------------------------
 
     def get_job(self, job_id: int) -> Job:
-        job = self._run(store.get_job(job_id))
+        job = self._run(jobs_db.get_job(job_id))
         if job is None:
             raise JobNotFound(f"no job with id {job_id}")
         return job
@@ -281,45 +288,22 @@ class App:
         queue: str | None = None,
         limit: int = 100,
     ) -> list[Job]:
-        return self._run(store.list_jobs(status=status, kind=kind, queue=queue, limit=limit))
+        return self._run(jobs_db.list_jobs(status=status, kind=kind, queue=queue, limit=limit))
 
     def _act(
         self,
+        action: transitions.JobAction,
         job_id: int,
-        op: store.Op[Any],
-        action: str,
-        allowed: str,
-        *,
         actor: str,
         reason: str | None,
         request_id: str | None,
     ) -> None:
-        now = self.clock.now()
+        """:func:`transitions.act_on_job`; an action with nothing to do raises."""
+        who = Actor(actor, reason, request_id)
         with self.connection() as conn:
-            before = store.run(conn, admin_db.lock_job(job_id, now))
-            if before is None:
-                raise JobNotFound(f"no job with id {job_id}")
-            if not store.run(conn, op):
-                raise InvalidTransition(
-                    f"job {job_id} is {before.status.value}; {action} applies only to {allowed} "
-                    "jobs"
-                )
-            after = store.run(conn, admin_db.lock_job(job_id, now))
-            store.run(
-                conn,
-                store.record_audit(
-                    actor=actor,
-                    action=action,
-                    target=f"job:{job_id}",
-                    reason=reason,
-                    request_id=request_id,
-                    details={  # the same snapshots as the console's audit records
-                        "before": before.snapshot,
-                        "after": after.snapshot if after is not None else None,
-                    },
-                    now=now,
-                ),
-            )
+            outcome = transitions.act_on_job(conn, action, job_id, who, self.clock.now())
+        if not outcome.changed and not outcome.replayed:
+            raise InvalidTransition(outcome.message)
 
     def cancel(
         self,
@@ -334,15 +318,7 @@ class App:
         keeps its concurrency key until its worker records it cancelled (within about a second
         for an async task, which is cancelled; a sync task cannot be interrupted and is recorded
         cancelled when it returns) or its lease expires (lease recovery then cancels it)."""
-        self._act(
-            job_id,
-            store.cancel_job(job_id, self.clock.now()),
-            "cancel",
-            "available or running",
-            actor=actor,
-            reason=reason,
-            request_id=request_id,
-        )
+        self._act(transitions.JobAction.CANCEL, job_id, actor, reason, request_id)
         return self.get_job(job_id).status
 
     def retry(
@@ -354,29 +330,13 @@ class App:
         request_id: str | None = None,
     ) -> None:
         """Send a dead or cancelled job back to available with fresh attempts."""
-        self._act(
-            job_id,
-            store.retry_dead_job(job_id, self.clock.now()),
-            "retry",
-            "dead or cancelled",
-            actor=actor,
-            reason=reason,
-            request_id=request_id,
-        )
+        self._act(transitions.JobAction.RETRY, job_id, actor, reason, request_id)
 
     def run_now(
         self, job_id: int, *, actor: str, reason: str | None = None, request_id: str | None = None
     ) -> None:
         """Release a delayed job immediately; audited."""
-        self._act(
-            job_id,
-            store.run_job_now(job_id, self.clock.now()),
-            "run_now",
-            "available",
-            actor=actor,
-            reason=reason,
-            request_id=request_id,
-        )
+        self._act(transitions.JobAction.RUN_NOW, job_id, actor, reason, request_id)
 
     # --- schedules ---------------------------------------------------------------------
     # Desired-state sync, the revision-fenced single fire, backfill, manual trigger and the
@@ -441,9 +401,9 @@ class App:
         (policies do not apply); twice creates nothing twice. Audited. Refuses a range in the
         future or holding more than ``operations.MAX_BACKFILL`` occurrences, and FixedDelay
         schedules."""
-        audit = operations.Audit(actor, reason, request_id)
+        who = Actor(actor, reason, request_id)
         with self.connection() as conn:
-            return operations.backfill(conn, namespace, name, start, end, audit, self.clock.now())
+            return operations.backfill(conn, namespace, name, start, end, who, self.clock.now())
 
     def trigger(
         self,
@@ -456,12 +416,13 @@ class App:
     ) -> JobId:
         """One job of the schedule now, outside its timetable (no occurrence); audited.
         Works while suspended; refused for a disabled schedule."""
-        audit = operations.Audit(actor, reason, request_id)
+        who = Actor(actor, reason, request_id)
         with self.connection() as conn:
-            return operations.trigger(conn, namespace, name, audit, self.clock.now())
+            job_id, _ = operations.trigger(conn, namespace, name, who, self.clock.now())
+        return job_id
 
 
-def _count_enqueued(options: store.JobOptions, kind: str, count: int) -> None:
+def _count_enqueued(job: NewJob, count: int) -> None:
     """``tickwork_jobs_enqueued_total``: new jobs only (not a unique key's existing one)."""
     if count:
-        metrics.JOBS_ENQUEUED.labels(metrics.NO_SCHEDULE, options.queue, kind).inc(count)
+        metrics.JOBS_ENQUEUED.labels(metrics.NO_SCHEDULE, job.queue, job.kind).inc(count)

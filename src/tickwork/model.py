@@ -88,6 +88,17 @@ class Job:
 
 
 @dataclass(frozen=True)
+class Actor:
+    """Who asks for an audited action (the App's caller, the command line's user, a console
+    identity), why, and under which request id: an action repeated under the same request id
+    is done once."""
+
+    name: str
+    reason: str | None = None
+    request_id: str | None = None
+
+
+@dataclass(frozen=True)
 class OpenJobs:
     """A schedule's pending (available) and running jobs."""
 
@@ -96,18 +107,24 @@ class OpenJobs:
 
 
 @dataclass(frozen=True)
-class NewScheduleJob:
-    """A job to create for a schedule: an occurrence, or a manual trigger (no occurrence)."""
+class NewJob:
+    """A job to create, however it was asked for: the arguments of :meth:`App.enqueue`
+    (checked), or a schedule's job template fired for an occurrence (``occurrence_at``) or a
+    manual trigger (a schedule but no occurrence)."""
 
-    namespace: str
-    name: str
-    occurrence_at: datetime | None
-    run_at: datetime | None
     kind: str
     queue: str
-    payload: Any
-    priority: int
-    max_attempts: int | None
-    retry: Backoff | None
-    timeout: float | None
-    concurrency_key: str | None
+    payload: Any = None
+    priority: int = 0
+    run_at: datetime | None = None
+    """None: now."""
+    max_attempts: int | None = None
+    """None: the task's own, resolved when a worker claims the job."""
+    retry: Backoff | None = None
+    timeout: float | None = None
+    concurrency_key: str | None = None
+    unique_key: str | None = None
+    """While a job of this kind and key is available or running, it is returned instead."""
+    schedule_namespace: str | None = None
+    schedule_name: str | None = None
+    occurrence_at: datetime | None = None

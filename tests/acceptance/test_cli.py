@@ -21,6 +21,7 @@ import pytest
 import helpers
 import tickwork
 from tickwork.db import store
+from tickwork.db import workers as workers_db
 
 TICKWORK = str(Path(sys.executable).parent / "tickwork")
 DEADLINE = 20.0
@@ -97,7 +98,7 @@ def register_worker(database_url: str, kinds: list[str], queues: list[str]) -> N
     with psycopg.connect(database_url, autocommit=True) as conn:
         store.run(
             conn,
-            store.register_worker(
+            workers_db.register_worker(
                 name="elsewhere",
                 queues=queues,
                 kinds=kinds,

@@ -17,6 +17,7 @@ import helpers
 from schedule_helpers import cron, every
 from tickwork.admin.auth import Credentials, parse_credentials
 from tickwork.db import store
+from tickwork.db import workers as workers_db
 
 OPERATOR_SECRET = "alice-secret-0123456789"
 VIEWER_SECRET = "victor-secret-0123456789"
@@ -72,7 +73,7 @@ def register_worker(
 ) -> None:
     store.run(
         conn,
-        store.register_worker(
+        workers_db.register_worker(
             name=name,
             queues=queues,
             kinds=kinds,

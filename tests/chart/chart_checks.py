@@ -518,14 +518,18 @@ def check_autoscaling(rendering: Rendering) -> None:
         for obj in [t for t in mine if t["kind"] == "ScaledObject"]:
             (trigger,) = obj["spec"]["triggers"]
             assert trigger["type"] == "postgresql"
-            query = trigger["metadata"]["query"]
-            assert "tickwork.jobs" in query, where
+            # tickwork.keda_due_work(queues, namespaces, lead seconds): see its migration.
+            call = re.fullmatch(
+                r"SELECT tickwork\.keda_due_work\((.+), (.+), (\d+)\)",
+                trigger["metadata"]["query"],
+            )
             (container,) = worker["spec"]["template"]["spec"]["containers"]
             namespaces = env_of(container)["TICKWORK_NAMESPACES"]["value"]
             if obj["spec"].get("minReplicaCount", 0) == 0 and namespaces:
-                assert "tickwork.schedules" in query, (
+                assert call and call.group(2) != "NULL", (
                     f"{where}: KEDA may scale to zero but does not count due schedules"
                 )
+            assert call, f"{where}: the KEDA query does not call tickwork.keda_due_work"
 
 
 def check_worker_has_no_api_access(rendering: Rendering) -> None:

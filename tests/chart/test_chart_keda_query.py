@@ -1,4 +1,6 @@
-"""The KEDA query the chart renders, run against a real, migrated tickwork database: it counts
+"""The KEDA query the chart renders, run against a real, migrated tickwork database (the query
+calls tickwork.keda_due_work, which a migration creates; the chart renders only the pool's
+arguments): it counts
 the open jobs of the workers' queues due within the lead time and the enabled, unsuspended
 schedules of the workers' namespaces due within it, and nothing else. A schedule due soon
 with no job anywhere is enough to wake a worker from zero. Each worker pool's query counts its
@@ -57,6 +59,13 @@ def add_schedule(
 def query(rendered: dict[str, Rendering]) -> str:
     # worker.queues: default, o'neil; worker.namespaces: billing, default; leadSeconds 90.
     return query_of(rendered["keda"])
+
+
+def test_the_query_calls_the_migrated_function_with_the_pools_arguments(query: str) -> None:
+    assert query == (
+        "SELECT tickwork.keda_due_work(ARRAY['default','o''neil']::text[],"
+        " ARRAY['billing','default']::text[], 90)"
+    )
 
 
 def test_an_empty_database_keeps_zero_workers(conn: psycopg.Connection, query: str) -> None:

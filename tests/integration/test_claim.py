@@ -12,6 +12,7 @@ import pytest
 import tickwork
 from helpers import T0, at, claim, job_row, opened, scalar, settings
 from tickwork.clock import SettableClock
+from tickwork.db import jobs as jobs_db
 from tickwork.db import store
 from tickwork.worker.runner import Worker
 
@@ -129,7 +130,7 @@ def test_claim_skips_finished_and_cancelled_jobs(
     done = app.enqueue(KIND, {})
     (job,) = claim(conn, kinds=[KIND])
     assert job.id == done
-    store.run(conn, store.complete_jobs([job], T0))
+    store.run(conn, jobs_db.complete_jobs([job], T0))
     assert claim(conn, kinds=[KIND]) == []
 
 
@@ -219,7 +220,7 @@ def test_concurrency_key_allows_one_running_job_per_key(
 
     # k1's job finishes: the next k1 job becomes claimable, k2 still blocked.
     (k1_running,) = [j for j in first_batch if j.id == k1[0]]
-    store.run(conn, store.complete_jobs([k1_running], T0))
+    store.run(conn, jobs_db.complete_jobs([k1_running], T0))
     assert _ids(claim(conn, kinds=[KIND])) == [k1[1]]
     assert claim(conn, kinds=[KIND]) == []
     assert (
@@ -256,7 +257,7 @@ def test_a_running_job_asked_to_stop_keeps_its_key_until_it_is_recorded_cancelle
     app.cancel(running.id)
     assert job_row(conn, running.id)["status"] == "running"
     assert claim(conn, kinds=[KIND]) == [], "the key is still held"
-    assert store.run(conn, store.record_cancelled(running, at(1)))
+    assert store.run(conn, jobs_db.record_cancelled(running, at(1)))
     assert _ids(claim(conn, kinds=[KIND])) == [waiting]
 
 

@@ -11,6 +11,7 @@ import pytest
 import tickwork
 from helpers import T0, at, claim, job_row, scalar
 from tickwork.clock import SettableClock
+from tickwork.db import jobs as jobs_db
 from tickwork.db import store
 from tickwork.errors import InvalidInput
 from tickwork.model import Backoff
@@ -268,7 +269,7 @@ def test_unique_key_returns_the_open_job_and_a_new_one_once_it_finished(
     assert len({first, other_kind, other_key}) == 3
 
     # Finished: the key is free again.
-    assert store.run(conn, store.complete_jobs([running], T0)) == {first}
+    assert store.run(conn, jobs_db.complete_jobs([running], T0)) == {first}
     second = app.enqueue(KIND, {"v": 4}, unique_key="report-2026-12-01")
     assert second != first
     assert job_row(conn, second)["status"] == "available"

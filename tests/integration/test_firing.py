@@ -24,6 +24,7 @@ from helpers import opened, running, wait_status
 from helpers import settings as worker_settings
 from schedule_helpers import KIND, NS, at, cron, every, fire, jobs, occurrences, schedule
 from tickwork.clock import SettableClock
+from tickwork.db import jobs as jobs_db
 from tickwork.db import schedules as schedules_db
 from tickwork.db import store
 from tickwork.maintenance import firing
@@ -127,10 +128,9 @@ async def test_fixed_delay_waits_for_the_job_to_finish(
     assert (await fire(aconn, at(1000))).claimed == 0
 
     # The job succeeds at 100 s (the worker's completion write): next run 45 s later.
-    (job,) = store.run(conn, store.claim_jobs("w", ["default"], {KIND: 25}, 10, 30, at(50)))
+    (job,) = store.run(conn, jobs_db.claim_jobs("w", ["default"], {KIND: 25}, 10, 30, at(50)))
     with conn.transaction():
-        store.run(conn, store.complete_jobs([job], at(100)))
-        store.run(conn, schedules_db.jobs_succeeded({job.id: None}))
+        store.run(conn, jobs_db.complete_jobs([job], at(100)))
     assert schedule(conn, "poll")["next_run_at"] == at(145)
     assert schedule(conn, "poll")["last_success_at"] == at(100)
 

@@ -11,13 +11,16 @@ import pytest
 import tickwork
 from schedule_helpers import KIND, NS, at, every, fire, jobs, occurrences, schedule
 from tickwork.clock import SettableClock
+from tickwork.db import jobs as jobs_db
 from tickwork.db import store
 from tickwork.model import Job
 from tickwork.schedules.definition import ConcurrencyPolicy, MisfirePolicy
 
 
 def _claim(conn: psycopg.Connection[Any], now_seconds: float) -> list[Job]:
-    return store.run(conn, store.claim_jobs("w", ["default"], {KIND: 25}, 10, 30, at(now_seconds)))
+    return store.run(
+        conn, jobs_db.claim_jobs("w", ["default"], {KIND: 25}, 10, 30, at(now_seconds))
+    )
 
 
 # --- misfires ------------------------------------------------------------------------------------
@@ -149,7 +152,7 @@ async def test_forbid_skips_and_counts_while_a_job_is_open(
     assert occurrences(conn, "s") == [at(60)]
     assert schedule(conn, "s")["skipped_occurrences"] == 2
 
-    store.run(conn, store.complete_jobs([first], at(190)))
+    store.run(conn, jobs_db.complete_jobs([first], at(190)))
     report = await fire(aconn, at(300))  # 240 and 300 due, nothing open: only one fires
     assert (report.fired, report.skipped) == (1, 1)
     assert occurrences(conn, "s") == [at(60), at(300)]
@@ -170,7 +173,7 @@ async def test_buffer_one_keeps_one_occurrence_waiting_behind_the_running_job(
     assert schedule(conn, "s")["skipped_occurrences"] == 2
 
     assert _claim(conn, 250) == []  # the buffered job waits for the running one
-    store.run(conn, store.complete_jobs([running], at(260)))
+    store.run(conn, jobs_db.complete_jobs([running], at(260)))
     (buffered,) = _claim(conn, 261)
     assert buffered.schedule is not None and buffered.schedule.occurrence_at == at(120)
     await fire(aconn, at(300))  # nothing waiting now: buffered again
@@ -190,8 +193,8 @@ async def test_replace_cancels_the_open_job_and_fires(
     assert (old["status"], old["cancel_requested_at"]) == ("running", at(180))
     assert "replaced" in old["last_error"]
     assert (new["occurrence_at"], new["status"]) == (at(180), "available")
-    assert store.run(conn, store.extend_leases([running], 30, at(185))) == {running.id: True}
-    assert store.run(conn, store.record_cancelled(running, at(186)))
+    assert store.run(conn, jobs_db.extend_leases([running], 30, at(185))) == {running.id: True}
+    assert store.run(conn, jobs_db.record_cancelled(running, at(186)))
     assert [j["status"] for j in jobs(conn, "s")] == ["cancelled", "available"]
     row = schedule(conn, "s")
     assert (row["last_job_id"], row["skipped_occurrences"]) == (new["id"], 1)

@@ -27,6 +27,7 @@ from helpers import (
     wait_until,
 )
 from tickwork.clock import SettableClock
+from tickwork.db import jobs as jobs_db
 from tickwork.db import store
 from tickwork.model import Backoff, JobStatus
 from tickwork.worker.runner import Worker
@@ -423,7 +424,7 @@ async def test_a_failure_written_before_the_worker_heard_of_the_request_cancels_
     job_id = await app.enqueue_async("t.unknown", {})
     (job,) = helpers.claim(conn, kinds=["t.unknown"])
     await asyncio.to_thread(app.cancel, job_id)
-    became = store.run(conn, store.retry_job_later(job, 30, "RuntimeError: late", at(5)))
+    became = store.run(conn, jobs_db.retry_job_later(job, 30, "RuntimeError: late", at(5)))
     assert became is JobStatus.CANCELLED
     row = helpers.job_row(conn, job_id)
     assert (row["status"], row["finished_at"], row["run_at"]) == ("cancelled", at(5), T0)
@@ -436,6 +437,6 @@ async def test_a_claimed_job_asked_to_stop_is_cancelled_when_handed_back(
     asked, plain = await app.enqueue_many_async("t.unknown", [{}, {}])
     jobs = helpers.claim(conn, kinds=["t.unknown"])
     await asyncio.to_thread(app.cancel, asked)
-    assert store.run(conn, store.hand_back_jobs(jobs, at(2))) == {asked, plain}
+    assert store.run(conn, jobs_db.hand_back_jobs(jobs, at(2))) == {asked, plain}
     assert helpers.job_row(conn, asked)["status"] == "cancelled"
     assert helpers.job_row(conn, plain)["status"] == "available"

@@ -28,7 +28,9 @@ from helpers import (
     wait_until,
 )
 from tickwork.clock import SettableClock
+from tickwork.db import jobs as jobs_db
 from tickwork.db import store
+from tickwork.db import workers as workers_db
 from tickwork.maintenance import gauges, leases, retention
 from tickwork.maintenance import workers as worker_expiry
 from tickwork.maintenance.workers import WorkerExpiryConfig
@@ -218,9 +220,9 @@ async def test_workers_table_registration_refresh_expiry_and_removal(
     def a(job: tickwork.Job) -> None:
         return None
 
-    def listed() -> dict[str, store.WorkerInfo]:
+    def listed() -> dict[str, workers_db.WorkerInfo]:
         with psycopg.connect(database_url) as c:
-            return {w.name: w for w in store.run(c, store.list_workers())}
+            return {w.name: w for w in store.run(c, workers_db.list_workers())}
 
     worker = Worker(
         app,
@@ -247,7 +249,7 @@ async def test_workers_table_registration_refresh_expiry_and_removal(
             # so the worker's own maintenance loop (running meanwhile) leaves it to this test.
             await store.arun(
                 aconn,
-                store.register_worker(
+                workers_db.register_worker(
                     name="w-gone",
                     queues=["default"],
                     kinds=["t.a"],
@@ -321,7 +323,7 @@ async def test_an_error_in_a_worker_loop_is_logged_once_and_retried_not_a_crash(
         return None
 
     calls = 0
-    real_claim = store.claim_jobs
+    real_claim = jobs_db.claim_jobs
 
     def broken_claim(*args: Any, **kwargs: Any) -> Any:
         nonlocal calls
@@ -330,7 +332,7 @@ async def test_an_error_in_a_worker_loop_is_logged_once_and_retried_not_a_crash(
             raise RuntimeError("a bug in the claim")
         return real_claim(*args, **kwargs)
 
-    monkeypatch.setattr(store, "claim_jobs", broken_claim)
+    monkeypatch.setattr(jobs_db, "claim_jobs", broken_claim)
     worker = Worker(app, settings(database_url), clock=app.clock)
     async with running(worker):
         await wait_until(lambda: calls > 4, what="the claim to be retried past the errors")

@@ -270,7 +270,7 @@ def _definition(**fields: object) -> ScheduleDefinition:
 
 def test_an_occurrence_job_carries_the_template() -> None:
     job = policies.schedule_job("ns", _definition(jitter_seconds=20), T0, None)
-    assert (job.namespace, job.name, job.occurrence_at) == ("ns", "a", T0)
+    assert (job.schedule_namespace, job.schedule_name, job.occurrence_at) == ("ns", "a", T0)
     assert T0 <= job.run_at <= T0 + timedelta(seconds=20)  # type: ignore[operator]
     assert job.run_at == T0 + policies.jitter("ns", "a", T0, 20)
     assert (job.kind, job.queue, job.payload, job.priority) == ("report", "q", {"day": "x"}, 3)

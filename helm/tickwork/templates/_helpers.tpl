@@ -167,17 +167,6 @@ the worker values (of a pool). */}}
 ARRAY[{{ join "," $items }}]::text[]
 {{- end -}}
 
-{{/* The KEDA query of a worker pool: open jobs of its queues due within leadSeconds, plus
-enabled, unsuspended schedules of its namespaces due within leadSeconds (so a worker is
-running when they fall due, even after KEDA scaled to zero). Database clock (now()).
-Takes a pool (see tickwork.workerPools). */}}
-{{- define "tickwork.kedaQuery" -}}
-{{- $lead := int .keda.leadSeconds -}}
-SELECT (SELECT count(*) FROM tickwork.jobs WHERE status IN ('available', 'running') AND run_at <= now() + make_interval(secs => {{ $lead }})
-{{- if .worker.queues }} AND queue = ANY({{ include "tickwork.sqlTextArray" .worker.queues }}){{ end }})
-{{- if .worker.namespaces }} + (SELECT count(*) FROM tickwork.schedules WHERE enabled AND NOT suspended AND next_run_at <= now() + make_interval(secs => {{ $lead }}) AND namespace = ANY({{ include "tickwork.sqlTextArray" .worker.namespaces }})){{ end }}
-{{- end -}}
-
 {{/* ``over`` laid over ``base``: maps merge key by key, anything else in ``over`` (a list, a
 false, a 0, a null) replaces. Sprig's merge would let a base's true win over a pool's false. */}}
 {{- define "tickwork.overlay" -}}

@@ -1,6 +1,7 @@
 """The console's actions — run a delayed job now, cancel a job, retry a dead one, trigger a
-schedule — each in one transaction that locks its target, changes it, and writes an audit
-record with who, why, the request id, and the target's snapshot before and after.
+schedule — each in one transaction. The job actions are :mod:`tickwork.transitions`' (the
+App's too): lock, change, and one audit record with who, why, the request id and the job's
+snapshot before and after. A trigger's record holds the schedule's snapshot before and after.
 
 Idempotent twice over: an action repeated under the same request id (a resubmitted form, a
 client's retry) finds its audit record and changes nothing; and an action whose effect is
@@ -12,181 +13,61 @@ else raises :class:`reads.OutOfScope` (403) before any change.
 
 from __future__ import annotations
 
-import enum
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
-from tickwork.admin.reads import job_target, require, schedule_target
+from tickwork import transitions
+from tickwork.admin.reads import require, schedule_target
 from tickwork.db import admin as admin_db
-from tickwork.db import store
-from tickwork.db.connections import Connection
-from tickwork.errors import InvalidTransition, JobNotFound, ScheduleNotFound
-from tickwork.model import JobId, JobStatus
+from tickwork.db import connections, store
+from tickwork.db import schedules as schedules_db
+from tickwork.errors import ScheduleNotFound
+from tickwork.model import Actor
 from tickwork.schedules import operations
-
-
-@dataclass(frozen=True)
-class Outcome:
-    action: str
-    target: str
-    changed: bool
-    """False: nothing to do (already in that state, or this request id was done before)."""
-    message: str
-    audit_id: int | None = None
-    """The audit record of the change (or of the earlier request with this id)."""
-    job_id: JobId | None = None
-    """The job acted on or created."""
-
-
-@dataclass(frozen=True)
-class _JobRule:
-    applies: frozenset[JobStatus]
-    op: Callable[[int, datetime | None], store.Op[bool]]
-    settled: Callable[[admin_db.LockedJob], str | None]
-    """Why there is nothing to do, or None."""
-
-
-class JobAction(enum.Enum):
-    RUN_NOW = "run_now"
-    CANCEL = "cancel"
-    RETRY = "retry"
-
-
-def _run_now_settled(job: admin_db.LockedJob) -> str | None:
-    return "already due" if job.status is JobStatus.AVAILABLE and job.due else None
-
-
-def _cancel_settled(job: admin_db.LockedJob) -> str | None:
-    return "already cancelled" if job.status is JobStatus.CANCELLED else None
-
-
-def _retry_settled(job: admin_db.LockedJob) -> str | None:
-    if job.status in (JobStatus.AVAILABLE, JobStatus.RUNNING):
-        return f"already {job.status.value}"
-    return None
-
-
-_RULES = {
-    JobAction.RUN_NOW: _JobRule(
-        frozenset({JobStatus.AVAILABLE}), store.run_job_now, _run_now_settled
-    ),
-    JobAction.CANCEL: _JobRule(
-        frozenset({JobStatus.AVAILABLE, JobStatus.RUNNING}), store.cancel_job, _cancel_settled
-    ),
-    JobAction.RETRY: _JobRule(
-        frozenset({JobStatus.DEAD, JobStatus.CANCELLED}), store.retry_dead_job, _retry_settled
-    ),
-}
-
-
-def _replayed(
-    conn: Connection, action: str, target: str, actor: admin_db.Actor, job_id: int | None
-) -> Outcome | None:
-    """The outcome of the same action done before under this request id, if it was."""
-    earlier = store.run(conn, admin_db.replay(actor.request_id, action, target))
-    if earlier is None:
-        return None
-    job_id = earlier.details.get("job_id", job_id)
-    return Outcome(
-        action,
-        target,
-        changed=False,
-        message=f"done before under request id {actor.request_id}",
-        audit_id=earlier.audit_id,
-        job_id=JobId(int(job_id)) if job_id is not None else None,
-    )
+from tickwork.transitions import JobAction as JobAction
+from tickwork.transitions import Outcome as Outcome
 
 
 def act_on_job(
-    conn: Connection,
+    conn: connections.Connection,
     action: JobAction,
     job_id: int,
-    actor: admin_db.Actor,
+    actor: Actor,
     now: datetime | None,
     scope: admin_db.Scope,
 ) -> Outcome:
     """Apply ``action`` to the job in ``conn``'s transaction (the caller commits)."""
-    target = job_target(job_id)
-    rule = _RULES[action]
-    locked = store.run(conn, admin_db.lock_job(job_id, now))
-    if locked is None:
-        raise JobNotFound(f"no job with id {job_id}")
-    require(scope, locked.namespace, f"job {job_id}")
-    if earlier := _replayed(conn, action.value, target, actor, job_id):
-        return earlier
-    if reason := rule.settled(locked):
-        return Outcome(
-            action.value, target, False, f"job {job_id} is {reason}", None, JobId(job_id)
-        )
-    if locked.status not in rule.applies:
-        allowed = " or ".join(sorted(s.value for s in rule.applies))
-        raise InvalidTransition(
-            f"job {job_id} is {locked.status.value}; {action.value} applies only to {allowed} jobs"
-        )
-    if not store.run(conn, rule.op(job_id, now)):
-        raise InvalidTransition(f"job {job_id} changed while locked")  # cannot happen: held
-    audit_id = store.run(
-        conn, admin_db.audit_job(job_id, action.value, actor, locked.snapshot, now)
-    )
-    return Outcome(
-        action.value, target, True, f"job {job_id}: {action.value} done", audit_id, JobId(job_id)
-    )
 
+    def may_act(namespace: str | None) -> None:
+        require(scope, namespace, f"job {job_id}")
 
-@dataclass(frozen=True)
-class _ScheduleAudit(operations.Audit):
-    """The audit of :func:`operations.trigger`, written with the schedule's snapshot before
-    (given) and after (read by the insert, after the trigger's own writes)."""
-
-    namespace: str = ""
-    name: str = ""
-    before: dict[str, Any] = field(default_factory=dict)
-
-    def record(
-        self, action: str, target: str, details: dict[str, Any], now: datetime | None
-    ) -> store.Op[int]:
-        actor = admin_db.Actor(self.actor, self.reason, self.request_id or "")
-        return admin_db.audit_schedule(
-            self.namespace,
-            self.name,
-            action=action,
-            target=target,
-            actor=actor,
-            details=details,
-            before=self.before,
-            now=now,
-        )
+    return transitions.act_on_job(conn, action, job_id, actor, now, may_act)
 
 
 TRIGGER = "trigger"
 
 
 def trigger(
-    conn: Connection,
+    conn: connections.Connection,
     namespace: str,
     name: str,
-    actor: admin_db.Actor,
+    actor: Actor,
     now: datetime | None,
     scope: admin_db.Scope,
 ) -> Outcome:
     """One job of the schedule now, outside its timetable, in ``conn``'s transaction."""
     require(scope, namespace, f"namespace {namespace}")
     target = schedule_target(namespace, name)
-    locked = store.run(conn, admin_db.lock_schedule(namespace, name))
-    if locked is None:
+    before = store.run(conn, schedules_db.lock_snapshot(namespace, name))
+    if before is None:
         raise ScheduleNotFound(f"no schedule {name!r} in namespace {namespace!r}")
-    if earlier := _replayed(conn, TRIGGER, target, actor, None):
+    if earlier := transitions.replayed(conn, TRIGGER, target, actor, None):
         return earlier
-    audit = _ScheduleAudit(actor.name, actor.reason, actor.request_id, namespace, name, locked)
-    job_id = operations.trigger(conn, namespace, name, audit, now)
-    replay = store.run(conn, admin_db.replay(actor.request_id, TRIGGER, target))
+    job_id, audit_id = operations.trigger(conn, namespace, name, actor, now, before=before)
     return Outcome(
         TRIGGER,
         target,
         True,
         f"schedule {namespace}/{name} triggered: job {job_id}",
-        replay.audit_id if replay else None,
+        audit_id,
         job_id,
     )

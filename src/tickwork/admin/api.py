@@ -21,6 +21,7 @@ from tickwork.admin import actions, inputs, reads
 from tickwork.admin.console import CONSOLE, IDENTITY, Console
 from tickwork.admin.views import JOB_ACTIONS
 from tickwork.db import admin as admin_db
+from tickwork.db import audit as audit_db
 from tickwork.errors import InvalidInput
 
 
@@ -137,7 +138,7 @@ async def audit(request: web.Request) -> web.Response:
 # --- actions ----------------------------------------------------------------------------------
 
 
-async def _actor(request: web.Request) -> admin_db.Actor:
+async def _actor(request: web.Request) -> audit_db.Actor:
     body: Any = {}
     if request.body_exists:  # read already (within the time limit) by the server
         try:
@@ -146,7 +147,7 @@ async def _actor(request: web.Request) -> admin_db.Actor:
             raise InvalidInput("body", "not valid JSON (or nested too deeply)") from None
     if not isinstance(body, dict):
         raise InvalidInput("body", "must be a JSON object")
-    return admin_db.Actor(
+    return audit_db.Actor(
         request[IDENTITY].name,
         inputs.reason(body.get("reason")),
         inputs.request_id(body.get("request_id") or request.headers.get("Idempotency-Key")),

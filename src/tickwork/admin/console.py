@@ -33,6 +33,7 @@ from tickwork.admin.auth import (
 from tickwork.admin.settings import AdminSettings
 from tickwork.app import App
 from tickwork.db import admin as admin_db
+from tickwork.db import audit as audit_db
 from tickwork.db import store
 from tickwork.db.connections import Connection
 from tickwork.logs import fields
@@ -165,7 +166,7 @@ class Console:
         cookie = request.cookies.get(SESSION_COOKIE)
         session = self.sessions.verify(cookie) if cookie else None
         if session is None or await self.run(
-            lambda conn, now: store.run(conn, admin_db.session_ended(_session_target(session)))
+            lambda conn, now: store.run(conn, audit_db.session_ended(_session_target(session)))
         ):
             return None
         return Identity.of(session.credential, Via.SESSION, session)
@@ -175,8 +176,8 @@ class Console:
         if identity.session is None:
             return
         target = _session_target(identity.session)
-        actor = admin_db.Actor(identity.name, None, inputs.new_request_id())
-        await self.run(lambda conn, now: store.run(conn, admin_db.end_session(target, actor, now)))
+        actor = audit_db.Actor(identity.name, None, inputs.new_request_id())
+        await self.run(lambda conn, now: store.run(conn, audit_db.end_session(target, actor, now)))
 
     def csrf_checker(self, identity: Identity) -> Callable[[str], bool]:
         session = identity.session

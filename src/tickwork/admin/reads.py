@@ -13,13 +13,17 @@ from datetime import datetime, timedelta
 
 from tickwork.admin.settings import AdminSettings
 from tickwork.db import admin as admin_db
+from tickwork.db import clock as clock_db
+from tickwork.db import jobs as jobs_db
 from tickwork.db import schedules as schedules_db
 from tickwork.db import store
+from tickwork.db import workers as workers_db
 from tickwork.db.connections import Connection
 from tickwork.errors import JobNotFound, ScheduleNotFound
 from tickwork.model import Job
 from tickwork.schedules import occurrences
 from tickwork.schedules.definition import IntervalMode
+from tickwork.transitions import job_target
 
 ERROR_CHARS = 300
 """Characters of a job's last error read for listings, from its end (where a traceback names
@@ -41,10 +45,6 @@ def require(scope: admin_db.Scope, namespace: str | None, what: str) -> None:
     any schedule, with no namespace, are covered only by the unscoped)."""
     if scope is not None and namespace not in scope:
         raise OutOfScope(f"{what} is outside your schedule namespaces ({', '.join(sorted(scope))})")
-
-
-def job_target(job_id: int) -> str:
-    return f"job:{job_id}"
 
 
 def schedule_target(namespace: str, name: str) -> str:
@@ -213,12 +213,12 @@ def job(
     job_id: int,
     scope: admin_db.Scope,
 ) -> JobDetail:
-    found = store.run(conn, store.get_job(job_id))
+    found = store.run(conn, jobs_db.get_job(job_id))
     if found is None:
         raise JobNotFound(f"no job with id {job_id}")
     require(scope, found.schedule.namespace if found.schedule else None, f"job {job_id}")
-    seen = store.run(conn, admin_db.worker_seen(found.picked_by)) if found.picked_by else None
-    instant = store.run(conn, store.database_now(now))
+    seen = store.run(conn, workers_db.worker_seen(found.picked_by)) if found.picked_by else None
+    instant = store.run(conn, clock_db.database_now(now))
     return JobDetail(
         job=found,
         picker_seen_at=seen,
@@ -285,7 +285,7 @@ def schedule(
         conn, admin_db.namespaces(namespace, settings.live_worker_seconds, 1, now, None)
     )
     history = admin_db.JobFilter(namespace=namespace, schedule=name)
-    next_ones, why = upcoming(rows[0], store.run(conn, store.database_now(now)))
+    next_ones, why = upcoming(rows[0], store.run(conn, clock_db.database_now(now)))
     return ScheduleDetail(
         summary=summaries[0],
         row=rows[0],

@@ -12,6 +12,7 @@ from tickwork.admin import actions, inputs, pages, reads, security
 from tickwork.admin.console import CONSOLE, FORM, IDENTITY, SESSION_COOKIE, Console, Throttled
 from tickwork.admin.html import Html, link, path
 from tickwork.db import admin as admin_db
+from tickwork.db import audit as audit_db
 
 LOGIN_COOKIE = "tickwork_login"
 """Double-submit token of the login form (a forged login from another site lacks it)."""
@@ -107,9 +108,9 @@ JOB_ACTIONS = {
 }
 
 
-async def _actor(request: web.Request) -> admin_db.Actor:
+async def _actor(request: web.Request) -> audit_db.Actor:
     form = await security.form(request)
-    return admin_db.Actor(
+    return audit_db.Actor(
         request[IDENTITY].name,
         inputs.reason(form.get("reason")),
         inputs.request_id(form.get("request_id")),

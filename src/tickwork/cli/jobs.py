@@ -11,7 +11,9 @@ from typing import Any
 from tickwork.app import App
 from tickwork.cli import common, output
 from tickwork.cli.worker import load_app
+from tickwork.db import clock as clock_db
 from tickwork.db import store
+from tickwork.db import workers as workers_db
 from tickwork.errors import InvalidInput, UnknownTask
 from tickwork.model import DEFAULT_QUEUE, JobStatus
 from tickwork.schedules.definition import check_payload
@@ -155,8 +157,8 @@ def _check_served(app: App, kind: str, queue: str) -> None:
     """Refuse a kind that running workers exist for but none serves; warn when the job will
     wait (no worker at all, or none of those serving the kind claims from its queue)."""
     with app.connection() as conn:
-        now = store.run(conn, store.database_now())
-        workers = store.run(conn, store.list_workers())
+        now = store.run(conn, clock_db.database_now())
+        workers = store.run(conn, workers_db.list_workers())
     live = [w for w in workers if now - w.last_seen_at < timedelta(seconds=LIVE_WORKER_SECONDS)]
     if not live:
         _warn(f"no worker is running: the {kind} job waits until one serving it starts")

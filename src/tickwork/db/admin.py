@@ -1,6 +1,10 @@
-"""Operations of the admin console (``db/sql/admin.sql``): builders of :class:`store.Op` and
-the typed rows they return. Reads are bounded (a LIMIT, keyset pages); the action helpers
-lock their target, snapshot it, and write the audit record with the snapshot after.
+"""The admin console's read models: page-shaped rows that join several tables (a worker with
+its running jobs, a schedule with its last job and failure, a namespace with its counts) or
+aggregate one for a page (queues, activity). They stay together here, on the read side,
+because each serves one page of the console and is shaped by it, not by a table; their SQL is
+in ``jobs.sql`` when it reads the jobs table (as every query on it is), else in ``admin.sql``.
+Mapped from the columns by name. Reads are bounded (a LIMIT, keyset pages). The console's
+writes are the table modules' (``jobs``, ``schedules``, ``audit``).
 
 Reads take a ``scope``: the schedule namespaces the caller may see (None: all). Scoped, they
 count and list only jobs of those namespaces' schedules (never jobs enqueued outside any
@@ -9,12 +13,10 @@ namespaces named), and the audit records of those jobs and schedules."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
-
-from psycopg.types.json import Jsonb
 
 from tickwork.db.store import Op, Row
 from tickwork.model import JobId, JobStatus
@@ -61,7 +63,7 @@ def workers(
     return Op(
         "admin_workers",
         {"ttl_seconds": ttl_seconds, "limit": limit, "now": now, "scope": _scope(scope)},
-        lambda rows: [WorkerRow(*row) for row in rows],
+        lambda rows: [WorkerRow(**row) for row in rows],
     )
 
 
@@ -80,13 +82,18 @@ class QueueRow:
     dead: int
 
 
+_QUEUE_COUNTS = ("due", "later", "running", "succeeded", "failed", "dead")
+
+
 def queues(
     window_seconds: float, limit: int, now: datetime | None, scope: Scope
 ) -> Op[list[QueueRow]]:
     return Op(
-        "admin_queues",
+        "job_queues",
         {"window_seconds": window_seconds, "limit": limit, "now": now, "scope": _scope(scope)},
-        lambda rows: [QueueRow(row[0], *(int(v) for v in row[1:])) for row in rows],
+        lambda rows: [
+            QueueRow(row["queue"], *(int(row[c]) for c in _QUEUE_COUNTS)) for row in rows
+        ],
     )
 
 
@@ -115,7 +122,7 @@ def activity(
 ) -> Op[list[ActivitySlot]]:
     """Jobs finished in the last ``window_seconds``, per step (only steps with any)."""
     return Op(
-        "admin_activity",
+        "job_activity",
         {
             "window_seconds": window_seconds,
             "step_seconds": step_seconds,
@@ -124,7 +131,7 @@ def activity(
             "namespace": namespace,
             "scope": _scope(scope),
         },
-        lambda rows: [ActivitySlot(*row) for row in rows],
+        lambda rows: [ActivitySlot(**row) for row in rows],
     )
 
 
@@ -143,12 +150,12 @@ def totals(now: datetime | None, scope: Scope) -> Op[Totals]:
         "admin_totals",
         {"now": now, "scope": _scope(scope)},
         lambda rows: Totals(
-            dead_jobs=int(rows[0][0]),
-            failing_jobs=int(rows[0][1]),
-            skipped_occurrences=int(rows[0][2]),
-            enabled_schedules=int(rows[0][3]),
-            namespaces=int(rows[0][4]),
-            now=rows[0][5],
+            dead_jobs=int(rows[0]["dead_jobs"]),
+            failing_jobs=int(rows[0]["failing_jobs"]),
+            skipped_occurrences=int(rows[0]["skipped_occurrences"]),
+            enabled_schedules=int(rows[0]["enabled_schedules"]),
+            namespaces=int(rows[0]["namespaces"]),
+            now=rows[0]["now"],
         ),
     )
 
@@ -171,16 +178,15 @@ class NamespaceRow:
 
 
 def _namespace(row: Row) -> NamespaceRow:
-    namespace, owner, count, enabled, suspended, skipped, failing, served = row
     return NamespaceRow(
-        namespace,
-        owner,
-        int(count),
-        int(enabled),
-        int(suspended),
-        int(skipped),
-        int(failing),
-        served,
+        row["namespace"],
+        row["owner"],
+        int(row["schedules"]),
+        int(row["enabled"]),
+        int(row["suspended"]),
+        int(row["skipped_occurrences"]),
+        int(row["failing"]),
+        row["served"],
     )
 
 
@@ -227,9 +233,7 @@ class ScheduleSummary:
 
 
 def _schedule(row: Row) -> ScheduleSummary:
-    values = list(row)
-    values[14] = _status(row[14])
-    return ScheduleSummary(*values)
+    return ScheduleSummary(**{**row, "last_job_status": _status(row["last_job_status"])})
 
 
 def schedules(
@@ -295,16 +299,14 @@ class JobSummary:
 
 
 def _job(row: Row) -> JobSummary:
-    values = list(row)
-    values[3] = JobStatus(row[3])
-    return JobSummary(*values)
+    return JobSummary(**{**row, "status": JobStatus(row["status"])})
 
 
 def jobs(
     where: JobFilter, *, before: int | None, limit: int, error_chars: int, scope: Scope
 ) -> Op[list[JobSummary]]:
     return Op(
-        "admin_jobs",
+        "job_page",
         {
             "scope": _scope(scope),
             "status": None if where.status is None else where.status.value,
@@ -335,14 +337,10 @@ def orphans(
     ttl_seconds: float, limit: int, now: datetime | None, scope: Scope
 ) -> Op[list[OrphanRow]]:
     return Op(
-        "admin_orphans",
+        "job_orphans",
         {"ttl_seconds": ttl_seconds, "limit": limit, "now": now, "scope": _scope(scope)},
-        lambda rows: [OrphanRow(*row) for row in rows],
+        lambda rows: [OrphanRow(**row) for row in rows],
     )
-
-
-def worker_seen(name: str) -> Op[datetime | None]:
-    return Op("admin_worker_seen", {"name": name}, lambda rows: rows[0][0] if rows else None)
 
 
 # --- audit ----------------------------------------------------------------------------------
@@ -366,107 +364,5 @@ def audit(
     return Op(
         "admin_audit",
         {"target": target, "before": before, "limit": limit, "scope": _scope(scope)},
-        lambda rows: [AuditRow(*row) for row in rows],
+        lambda rows: [AuditRow(**row) for row in rows],
     )
-
-
-@dataclass(frozen=True)
-class Replay:
-    """An action already recorded under the same request id."""
-
-    audit_id: int
-    details: dict[str, Any]
-
-
-def replay(request_id: str, action: str, target: str) -> Op[Replay | None]:
-    return Op(
-        "admin_audit_replay",
-        {"request_id": request_id, "action": action, "target": target},
-        lambda rows: Replay(rows[0][0], rows[0][1]) if rows else None,
-    )
-
-
-@dataclass(frozen=True)
-class LockedJob:
-    status: JobStatus
-    due: bool
-    namespace: str | None
-    """The schedule namespace of the job (None: enqueued outside any schedule)."""
-    snapshot: dict[str, Any]
-
-
-def lock_job(job_id: int, now: datetime | None) -> Op[LockedJob | None]:
-    return Op(
-        "admin_job_lock",
-        {"id": job_id, "now": now},
-        lambda rows: LockedJob(JobStatus(rows[0][0]), *rows[0][1:]) if rows else None,
-    )
-
-
-@dataclass(frozen=True)
-class Actor:
-    """Who acted, why, and under which request id."""
-
-    name: str
-    reason: str | None
-    request_id: str
-
-
-def _actor_params(actor: Actor, action: str, now: datetime | None) -> dict[str, Any]:
-    return {
-        "actor": actor.name,
-        "action": action,
-        "reason": actor.reason,
-        "request_id": actor.request_id,
-        "now": now,
-    }
-
-
-def audit_job(
-    job_id: int, action: str, actor: Actor, before: Mapping[str, Any], now: datetime | None
-) -> Op[int]:
-    params = _actor_params(actor, action, now)
-    params.update(id=job_id, before=Jsonb(dict(before)))
-    return Op("admin_audit_job", params, lambda rows: int(rows[0][0]))
-
-
-def lock_schedule(namespace: str, name: str) -> Op[dict[str, Any] | None]:
-    """The schedule's snapshot, locked; None if there is no such schedule."""
-    return Op(
-        "admin_schedule_lock",
-        {"namespace": namespace, "name": name},
-        lambda rows: rows[0][0] if rows else None,
-    )
-
-
-def audit_schedule(
-    namespace: str,
-    name: str,
-    *,
-    action: str,
-    target: str,
-    actor: Actor,
-    details: Mapping[str, Any],
-    before: Mapping[str, Any],
-    now: datetime | None,
-) -> Op[int]:
-    params = _actor_params(actor, action, now)
-    params.update(
-        namespace=namespace,
-        name=name,
-        target=target,
-        details=Jsonb(dict(details)),
-        before=Jsonb(dict(before)),
-    )
-    return Op("admin_audit_schedule", params, lambda rows: int(rows[0][0]))
-
-
-def session_ended(target: str) -> Op[bool]:
-    """A logout was recorded for the session ``target``."""
-    return Op("admin_session_ended", {"target": target}, lambda rows: bool(rows[0][0]))
-
-
-def end_session(target: str, actor: Actor, now: datetime | None) -> Op[int]:
-    params = _actor_params(actor, "logout", now)
-    params.update(target=target)
-    return Op("admin_end_session", params, lambda rows: int(rows[0][0]))

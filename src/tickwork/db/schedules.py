@@ -1,6 +1,8 @@
-"""Operations on schedules (``db/sql/schedules.sql``): builders of :class:`store.Op` and the
-typed rows they return. Executed with :func:`store.run` or :func:`store.arun` inside the
-caller's transaction; many rows go in as parallel arrays, one statement each."""
+"""Operations on ``tickwork.schedules`` (``db/sql/schedules.sql``; those that also read the jobs
+table are in ``jobs.sql``): builders of :class:`store.Op` and the typed rows they return,
+mapped from the columns by name. Executed with :func:`store.run` or :func:`store.arun` inside
+the caller's transaction; many rows go in as parallel arrays, one statement each. The jobs of
+schedules are created, counted and cancelled by :mod:`tickwork.db.jobs`."""
 
 from __future__ import annotations
 
@@ -12,46 +14,14 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from tickwork.db.store import Op, Row, to_json
-from tickwork.model import JobId, JobStatus, NewScheduleJob, OpenJobs
+from tickwork.db.jobs import Key
+from tickwork.db.store import Op, Row, column, nothing
+from tickwork.model import JobId, JobStatus
 
-
-def _names(rows: list[Row]) -> list[str]:
-    return [row[0] for row in rows]
-
-
-def _nothing(rows: list[Row]) -> None:
-    return None
-
-
-def _optional_json(field: str, value: Any) -> Jsonb | None:
-    return None if value is None else to_json(field, value)
+_names = column("name")
 
 
 # --- sync ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class NamespaceLock:
-    owner: str
-    now: datetime
-
-
-def lock_namespace(namespace: str, owner: str, now: datetime | None) -> Op[NamespaceLock]:
-    """Create the namespace (owned by ``owner``) if new, and lock it for the transaction."""
-    return Op(
-        "schedule_namespace_lock",
-        {"namespace": namespace, "owner": owner, "now": now},
-        lambda rows: NamespaceLock(rows[0][0], rows[0][1]),
-    )
-
-
-def take_over_namespace(namespace: str, owner: str, now: datetime | None) -> Op[None]:
-    return Op(
-        "schedule_namespace_take_over",
-        {"namespace": namespace, "owner": owner, "now": now},
-        _nothing,
-    )
 
 
 @dataclass(frozen=True)
@@ -73,7 +43,7 @@ def lock_schedules(namespace: str) -> Op[list[StoredSchedule]]:
     return Op(
         "schedule_lock_namespace",
         {"namespace": namespace},
-        lambda rows: [StoredSchedule(*row) for row in rows],
+        lambda rows: [StoredSchedule(**row) for row in rows],
     )
 
 
@@ -110,7 +80,7 @@ def _write_params(
 def insert_schedules(
     namespace: str, writes: Sequence[ScheduleWrite], now: datetime | None
 ) -> Op[None]:
-    return Op("schedule_insert_many", _write_params(namespace, writes, now), _nothing)
+    return Op("schedule_insert_many", _write_params(namespace, writes, now), nothing)
 
 
 def update_schedules(
@@ -131,11 +101,11 @@ def disable_schedules(namespace: str, names: Sequence[str], now: datetime | None
 
 
 def analyze() -> Op[None]:
-    return Op("schedule_analyze", {}, _nothing)
+    return Op("schedule_analyze", {}, nothing)
 
 
 def notify_namespace(namespace: str) -> Op[None]:
-    return Op("schedule_notify", {"namespace": namespace}, _nothing)
+    return Op("schedule_notify", {"namespace": namespace}, nothing)
 
 
 # --- firing -------------------------------------------------------------------------------
@@ -160,13 +130,9 @@ def claim_due(namespaces: Sequence[str], limit: int, now: datetime | None) -> Op
     return Op(
         "schedule_claim_due",
         {"namespaces": list(namespaces), "limit": limit, "now": now},
-        lambda rows: [DueSchedule(*row) for row in rows],
+        lambda rows: [DueSchedule(**row) for row in rows],
         binary=True,
     )
-
-
-Key = tuple[str, str]
-"""(namespace, name) of a schedule."""
 
 
 @dataclass(frozen=True)
@@ -175,73 +141,13 @@ class StoredSpec:
     spec: dict[str, Any]
 
 
-def _keys(keys: Sequence[Key]) -> dict[str, Any]:
-    return {"namespaces": [k[0] for k in keys], "names": [k[1] for k in keys]}
-
-
 def get_specs(keys: Sequence[Key]) -> Op[dict[Key, StoredSpec]]:
     return Op(
         "schedule_specs",
-        _keys(keys),
-        lambda rows: {(r[0], r[1]): StoredSpec(r[2], r[3]) for r in rows},
-    )
-
-
-def open_jobs(keys: Sequence[Key]) -> Op[dict[Key, OpenJobs]]:
-    """Schedules without open jobs are absent from the result."""
-    return Op(
-        "schedule_open_jobs",
-        _keys(keys),
-        lambda rows: {(r[0], r[1]): OpenJobs(r[2], r[3]) for r in rows},
-    )
-
-
-def _count_by_key(rows: list[Row]) -> dict[Key, int]:
-    counts: dict[Key, int] = {}
-    for namespace, name in rows:
-        counts[namespace, name] = counts.get((namespace, name), 0) + 1
-    return counts
-
-
-def cancel_open_jobs(keys: Sequence[Key], now: datetime | None) -> Op[dict[Key, int]]:
-    """Cancel the open jobs of these schedules that nobody else holds; counts per schedule."""
-    params = _keys(keys)
-    params["now"] = now
-    return Op("schedule_cancel_open_jobs", params, _count_by_key)
-
-
-@dataclass(frozen=True)
-class CreatedJob:
-    id: JobId
-    namespace: str
-    name: str
-    occurrence_at: datetime | None
-
-
-def insert_jobs(jobs: Sequence[NewScheduleJob], now: datetime | None) -> Op[list[CreatedJob]]:
-    """One statement for all ``jobs``; an occurrence that has a job already is skipped.
-    Payloads come from validated definitions or stored state: plain JSON already."""
-    return Op(
-        "schedule_insert_jobs",
-        {
-            "kinds": [j.kind for j in jobs],
-            "queues": [j.queue for j in jobs],
-            "payloads": [Jsonb(j.payload) for j in jobs],
-            "priorities": [j.priority for j in jobs],
-            "run_ats": [j.run_at for j in jobs],
-            "max_attempts": [j.max_attempts for j in jobs],
-            "retry_bases": [j.retry.base if j.retry else None for j in jobs],
-            "retry_rates": [j.retry.rate if j.retry else None for j in jobs],
-            "retry_maxes": [j.retry.max if j.retry else None for j in jobs],
-            "timeouts": [j.timeout for j in jobs],
-            "concurrency_keys": [j.concurrency_key for j in jobs],
-            "namespaces": [j.namespace for j in jobs],
-            "names": [j.name for j in jobs],
-            "occurrences": [j.occurrence_at for j in jobs],
-            "now": now,
+        {"namespaces": [k[0] for k in keys], "names": [k[1] for k in keys]},
+        lambda rows: {
+            (r["namespace"], r["name"]): StoredSpec(r["revision"], r["spec"]) for r in rows
         },
-        lambda rows: [CreatedJob(JobId(r[0]), r[1], r[2], r[3]) for r in rows],
-        binary=True,
     )
 
 
@@ -273,7 +179,7 @@ def advance(advances: Sequence[Advance]) -> Op[set[Key]]:
             "skipped": [a.skipped for a in advances],
             "last_job_ids": [a.last_job_id for a in advances],
         },
-        lambda rows: {(r[0], r[1]) for r in rows},
+        lambda rows: {(r["namespace"], r["name"]) for r in rows},
         binary=True,
     )
 
@@ -313,7 +219,10 @@ def record_failures(
             "max_seconds": most.total_seconds(),
             "now": now,
         },
-        lambda rows: {(r[0], r[1]): Retry(r[2], r[3]) for r in rows},
+        lambda rows: {
+            (r["namespace"], r["name"]): Retry(r["firing_failures"], r["firing_retry_at"])
+            for r in rows
+        },
         binary=True,
     )
 
@@ -362,7 +271,7 @@ def upcoming(
     return Op(
         "schedule_upcoming",
         {"namespaces": list(namespaces), "before": before, "limit": limit},
-        lambda rows: [(r[0], r[1], r[2]) for r in rows],
+        lambda rows: [(r["namespace"], r["name"], r["revision"]) for r in rows],
     )
 
 
@@ -370,7 +279,7 @@ def next_due(namespaces: Sequence[str], now: datetime | None) -> Op[NextDue]:
     return Op(
         "schedule_next_due",
         {"namespaces": list(namespaces), "now": now},
-        lambda rows: NextDue(rows[0][0], rows[0][1]),
+        lambda rows: NextDue(**rows[0]),
     )
 
 
@@ -389,7 +298,17 @@ def lock_schedule(namespace: str, name: str) -> Op[LockedSchedule | None]:
     return Op(
         "schedule_lock_one",
         {"namespace": namespace, "name": name},
-        lambda rows: LockedSchedule(*rows[0]) if rows else None,
+        lambda rows: LockedSchedule(**rows[0]) if rows else None,
+    )
+
+
+def lock_snapshot(namespace: str, name: str) -> Op[dict[str, Any] | None]:
+    """The schedule's snapshot (the fields an audit record keeps), locked; None if there is
+    no such schedule."""
+    return Op(
+        "schedule_lock_snapshot",
+        {"namespace": namespace, "name": name},
+        lambda rows: rows[0]["snapshot"] if rows else None,
     )
 
 
@@ -399,23 +318,7 @@ def record_job(
     return Op(
         "schedule_record_job",
         {"namespace": namespace, "name": name, "job_id": job_id, "occurrence_at": occurrence_at},
-        _nothing,
-    )
-
-
-# --- job outcomes ---------------------------------------------------------------------------
-
-
-def jobs_succeeded(results: dict[JobId, Any]) -> Op[None]:
-    """Record successes of schedule jobs: ``results`` maps each job id to its return value
-    (``None``: nothing to carry). Values that are not JSON raise InvalidInput."""
-    return Op(
-        "schedule_jobs_succeeded",
-        {
-            "ids": list(results),
-            "states": [_optional_json("state", v) for v in results.values()],
-        },
-        _nothing,
+        nothing,
     )
 
 
@@ -454,9 +357,8 @@ class ScheduleRow:
 
 
 def _schedule_row(row: Row) -> ScheduleRow:
-    values = list(row)
-    values[11] = None if row[11] is None else JobStatus(row[11])
-    return ScheduleRow(*values)
+    status = row["last_job_status"]
+    return ScheduleRow(**{**row, "last_job_status": None if status is None else JobStatus(status)})
 
 
 def list_schedules(namespace: str | None, name: str | None = None) -> Op[list[ScheduleRow]]:
@@ -467,24 +369,31 @@ def list_schedules(namespace: str | None, name: str | None = None) -> Op[list[Sc
     )
 
 
-# --- the operator ---------------------------------------------------------------------------
+# --- fleet gauges ---------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class OpenJob:
-    """A pending or running job of a schedule (the operator's ``status.active``)."""
-
+class NamespaceSchedules:
     namespace: str
-    name: str
-    id: JobId
-    status: JobStatus
-    occurrence_at: datetime | None
+    enabled: int
+    """Enabled and not suspended."""
+    suspended: int
+    disabled: int
+    overdue: int
+    workers: int
+    """Live workers offering the namespace."""
 
 
-def open_job_list(namespaces: Sequence[str], limit: int) -> Op[list[OpenJob]]:
-    """Pending and running schedule jobs of ``namespaces`` (at most ``limit``), by schedule."""
+def gauge_schedules(
+    overdue_seconds: float, ttl_seconds: float, now: datetime | None
+) -> Op[list[NamespaceSchedules]]:
     return Op(
-        "schedule_open_job_list",
-        {"namespaces": list(namespaces), "limit": limit},
-        lambda rows: [OpenJob(r[0], r[1], r[2], JobStatus(r[3]), r[4]) for r in rows],
+        "schedule_gauge",
+        {"overdue_seconds": overdue_seconds, "ttl_seconds": ttl_seconds, "now": now},
+        lambda rows: [
+            NamespaceSchedules(r["namespace"], *(int(r[c]) for c in _GAUGE_COUNTS)) for r in rows
+        ],
     )
+
+
+_GAUGE_COUNTS = ("enabled", "suspended", "disabled", "overdue", "workers")

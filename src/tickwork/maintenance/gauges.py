@@ -12,6 +12,9 @@ from datetime import datetime
 
 from tickwork import metrics
 from tickwork.db import connections, store
+from tickwork.db import jobs as jobs_db
+from tickwork.db import schedules as schedules_db
+from tickwork.db import workers as workers_db
 from tickwork.maintenance.service import positive
 from tickwork.model import JobStatus
 
@@ -30,9 +33,9 @@ class FleetSample:
     at: datetime
     """The database's time of the sample."""
     workers: int
-    jobs: list[store.QueueJobs]
-    schedules: list[store.NamespaceSchedules]
-    orphaned: list[store.OrphanedJobs] = field(default_factory=list)
+    jobs: list[jobs_db.QueueJobs]
+    schedules: list[schedules_db.NamespaceSchedules]
+    orphaned: list[jobs_db.OrphanedJobs] = field(default_factory=list)
     """Jobs of kinds no live worker registers."""
 
 
@@ -76,10 +79,12 @@ async def sample(
 ) -> FleetSample:
     """Read the fleet's state; workers count as live when seen within ``ttl_seconds``."""
     async with conn.transaction():
-        jobs = await store.arun(conn, store.gauge_jobs(now))
-        schedules = await store.arun(conn, store.gauge_schedules(OVERDUE_SECONDS, ttl_seconds, now))
-        workers, at = await store.arun(conn, store.gauge_workers(ttl_seconds, now))
-        orphaned = await store.arun(conn, store.gauge_orphaned_jobs(ttl_seconds, now))
+        jobs = await store.arun(conn, jobs_db.gauge_jobs(now))
+        schedules = await store.arun(
+            conn, schedules_db.gauge_schedules(OVERDUE_SECONDS, ttl_seconds, now)
+        )
+        workers, at = await store.arun(conn, workers_db.gauge_workers(ttl_seconds, now))
+        orphaned = await store.arun(conn, jobs_db.gauge_orphaned_jobs(ttl_seconds, now))
     return FleetSample(at=at, workers=workers, jobs=jobs, schedules=schedules, orphaned=orphaned)
 
 

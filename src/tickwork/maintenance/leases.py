@@ -12,6 +12,7 @@ from datetime import datetime
 
 from tickwork import metrics
 from tickwork.db import connections, store
+from tickwork.db import jobs as jobs_db
 from tickwork.logs import fields
 from tickwork.maintenance.service import positive
 from tickwork.model import JobStatus
@@ -58,7 +59,9 @@ class LeaseRecovery:
         counts in ``tickwork_lease_recoveries_total``; one that died or was cancelled counts
         as that outcome too."""
         async with conn.transaction():
-            recovered = await store.arun(conn, store.recover_expired_leases(self.config.batch, now))
+            recovered = await store.arun(
+                conn, jobs_db.recover_expired_leases(self.config.batch, now)
+            )
         for job in recovered:
             meter = self.meters(job.schedule_namespace, job.queue, job.kind)
             meter.recovered.inc()

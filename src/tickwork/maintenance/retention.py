@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from tickwork.db import connections, store
+from tickwork.db import jobs as jobs_db
 from tickwork.maintenance.service import positive
 
 
@@ -39,7 +40,7 @@ class Retention:
         total = 0
         while True:
             async with conn.transaction():
-                deleted = await store.arun(conn, store.delete_finished_jobs(age, batch, now))
+                deleted = await store.arun(conn, jobs_db.delete_finished_jobs(age, batch, now))
             total += deleted
             if deleted < batch:
                 return total

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from tickwork.db import connections, store
+from tickwork.db import workers as workers_db
 from tickwork.logs import fields
 from tickwork.maintenance.service import positive
 
@@ -38,7 +39,7 @@ class WorkerExpiry:
     async def run_once(self, conn: connections.AsyncConnection, now: datetime | None) -> list[str]:
         """Remove the expired rows; returns their workers' names."""
         async with conn.transaction():
-            gone = await store.arun(conn, store.expire_workers(self.config.ttl_seconds, now))
+            gone = await store.arun(conn, workers_db.expire_workers(self.config.ttl_seconds, now))
         for name in gone:
             log.info(
                 "expired a worker that stopped refreshing",

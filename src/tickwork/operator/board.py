@@ -10,7 +10,8 @@ import logging
 from collections.abc import Callable, Collection
 
 from tickwork import metrics
-from tickwork.db.schedules import OpenJob, ScheduleRow
+from tickwork.db.jobs import OpenJob
+from tickwork.db.schedules import ScheduleRow
 from tickwork.logs import fields
 from tickwork.operator.database import Database, DatabaseError
 

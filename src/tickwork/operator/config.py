@@ -100,8 +100,8 @@ class OperatorConfig:
         checks=[positive],
     )
     webhook: bool = setting(
-        "serve the validating admission webhook (the chart ships its ValidatingWebhookConfiguration; "
-        "the operator registers none)",
+        "serve the validating admission webhook (the chart ships its "
+        "ValidatingWebhookConfiguration; the operator registers none)",
         group="webhook",
         default=False,
     )

@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from typing import TypeVar
 
 from tickwork.db import connections, operators, store
+from tickwork.db import jobs as jobs_db
+from tickwork.db import namespaces as namespaces_db
 from tickwork.db import schedules as db
 from tickwork.errors import NamespaceOwned
 from tickwork.schedules import sync
@@ -67,7 +69,7 @@ class Database:
                 self._connection_pool().connection(timeout=self.timeout) as conn,
                 conn.transaction(),
             ):
-                found = store.run(conn, operators.lock_namespace(namespace))
+                found = store.run(conn, namespaces_db.lock_scope(namespace))
                 if (
                     found is not None
                     and found.owner == owner
@@ -89,7 +91,7 @@ class Database:
                     now=None,
                     protect=protect,
                 )
-                store.run(conn, operators.record_scope(namespace, owner, synced_scope))
+                store.run(conn, namespaces_db.record_scope(namespace, owner, synced_scope))
                 return report
 
         return await asyncio.to_thread(call)
@@ -97,7 +99,9 @@ class Database:
     async def owned_namespaces(self, owner: str) -> list[str]:
         """The namespaces ``owner`` owns that this operator's scope synced (all of them when
         it watches every namespace): those its first sync after a start prunes."""
-        return await asyncio.to_thread(self._run, operators.namespaces_in_scope(owner, self.scope))
+        return await asyncio.to_thread(
+            self._run, namespaces_db.namespaces_in_scope(owner, self.scope)
+        )
 
     async def join(
         self, registration: operators.Registration, ttl_seconds: float
@@ -130,8 +134,10 @@ class Database:
     async def schedules(self) -> list[db.ScheduleRow]:
         return await asyncio.to_thread(self._run, db.list_schedules(None))
 
-    async def open_jobs(self, namespaces: Sequence[str]) -> list[db.OpenJob]:
-        return await asyncio.to_thread(self._run, db.open_job_list(namespaces, OPEN_JOBS_LIMIT))
+    async def open_jobs(self, namespaces: Sequence[str]) -> list[jobs_db.OpenJob]:
+        return await asyncio.to_thread(
+            self._run, jobs_db.open_job_list(namespaces, OPEN_JOBS_LIMIT)
+        )
 
     def close(self) -> None:
         if self._pool is not None:

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from tickwork.db.schedules import OpenJob, ScheduleRow
+from tickwork.db.jobs import OpenJob
+from tickwork.db.schedules import ScheduleRow
 from tickwork.operator.desired import NAME_CONFLICT, Entry
 from tickwork.operator.syncer import NamespaceState, Outcome
 from tickwork.schedules.tenancy import NAMESPACE_NOT_ALLOWED, POLICY_VIOLATION, Refusal

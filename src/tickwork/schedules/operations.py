@@ -7,10 +7,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from tickwork.db import audit as audit_db
+from tickwork.db import clock as clock_db
 from tickwork.db import connections, store
+from tickwork.db import jobs as jobs_db
 from tickwork.db import schedules as schedules_db
 from tickwork.errors import InvalidInput, InvalidTransition, ScheduleNotFound
-from tickwork.model import JobId
+from tickwork.model import Actor, JobId
 from tickwork.schedules import occurrences, policies
 from tickwork.schedules import sync as schedule_sync
 from tickwork.schedules.definition import ScheduleDefinition
@@ -29,26 +32,23 @@ class BackfillReport:
     """Occurrences in the range that had their job already."""
 
 
-@dataclass(frozen=True)
-class Audit:
-    """Who asked for an action, why, and under which request id."""
-
-    actor: str
-    reason: str | None = None
-    request_id: str | None = None
-
-    def record(
-        self, action: str, target: str, details: dict[str, Any], now: datetime | None
-    ) -> store.Op[int]:
-        return store.record_audit(
-            actor=self.actor,
-            action=action,
-            target=target,
-            reason=self.reason,
-            request_id=self.request_id,
-            details=details,
-            now=now,
-        )
+def _record(
+    conn: connections.Connection,
+    actor: Actor,
+    action: str,
+    namespace: str,
+    name: str,
+    details: dict[str, Any],
+    before: dict[str, Any] | None,
+    now: datetime | None,
+) -> int:
+    """The audit record of an action on a schedule; with the schedule's snapshot ``before``
+    (read by the caller under lock), the snapshots before and after too."""
+    target = f"schedule:{namespace}/{name}"
+    if before is None:
+        return store.run(conn, audit_db.record_audit(actor, action, target, details, now))
+    op = audit_db.audit_schedule((namespace, name), action, actor, details, before, now)
+    return store.run(conn, op)
 
 
 def _lock(
@@ -88,7 +88,7 @@ def fire(
                 f"{occurrence_at.isoformat()} is not an occurrence of {namespace}/{name}",
             )
     job = policies.schedule_job(namespace, definition, occurrence_at, locked.state)
-    created = store.run(conn, schedules_db.insert_jobs([job], now))
+    created = store.run(conn, jobs_db.insert_schedule_jobs([job], now))
     if not created:
         return None
     store.run(conn, schedules_db.record_job(namespace, name, created[0].id, occurrence_at))
@@ -101,7 +101,7 @@ def backfill(
     name: str,
     start: datetime,
     end: datetime,
-    audit: Audit,
+    actor: Actor,
     now: datetime | None,
 ) -> BackfillReport:
     """The jobs of every occurrence in [start, end] that has none yet, through the
@@ -110,7 +110,7 @@ def backfill(
     _aware("end", end)
     if end < start:
         raise InvalidInput("end", "must not be before start")
-    if end > store.run(conn, store.database_now(now)):
+    if end > store.run(conn, clock_db.database_now(now)):
         raise InvalidInput("end", "is in the future: the schedule fires those itself")
     locked, definition = _lock(conn, namespace, name)
     if not locked.enabled:
@@ -127,7 +127,7 @@ def backfill(
     if len(found) > MAX_BACKFILL:
         raise InvalidInput("end", f"the range holds more than {MAX_BACKFILL} occurrences; split it")
     jobs = [policies.schedule_job(namespace, definition, o, locked.state) for o in found]
-    created = store.run(conn, schedules_db.insert_jobs(jobs, now))
+    created = store.run(conn, jobs_db.insert_schedule_jobs(jobs, now))
     report = BackfillReport(created=len(created), existing=len(found) - len(created))
     details = {
         "start": start.isoformat(),
@@ -135,21 +135,26 @@ def backfill(
         "created": report.created,
         "existing": report.existing,
     }
-    store.run(conn, audit.record("backfill", f"schedule:{namespace}/{name}", details, now))
+    _record(conn, actor, "backfill", namespace, name, details, None, now)
     return report
 
 
 def trigger(
-    conn: connections.Connection, namespace: str, name: str, audit: Audit, now: datetime | None
-) -> JobId:
-    """One job now, outside the timetable (no occurrence); works while suspended."""
+    conn: connections.Connection,
+    namespace: str,
+    name: str,
+    actor: Actor,
+    now: datetime | None,
+    *,
+    before: dict[str, Any] | None = None,
+) -> tuple[JobId, int]:
+    """One job now, outside the timetable (no occurrence); works while suspended. Returns
+    the job and the audit record (holding the snapshots when ``before`` is given)."""
     locked, definition = _lock(conn, namespace, name)
     if not locked.enabled:
         raise InvalidTransition(f"schedule {namespace}/{name} is disabled")
     job = policies.schedule_job(namespace, definition, None, locked.state)
-    job_id = store.run(conn, schedules_db.insert_jobs([job], now))[0].id
+    job_id = store.run(conn, jobs_db.insert_schedule_jobs([job], now))[0].id
     store.run(conn, schedules_db.record_job(namespace, name, job_id, None))
-    store.run(
-        conn, audit.record("trigger", f"schedule:{namespace}/{name}", {"job_id": job_id}, now)
-    )
-    return job_id
+    audit_id = _record(conn, actor, "trigger", namespace, name, {"job_id": job_id}, before, now)
+    return job_id, audit_id

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from tickwork.model import NewScheduleJob, OpenJobs
+from tickwork.model import NewJob, OpenJobs
 from tickwork.schedules.definition import (
     MAX_CATCH_UP,
     ConcurrencyPolicy,
@@ -158,7 +158,7 @@ def concurrency_key(namespace: str, definition: ScheduleDefinition) -> str | Non
 
 def schedule_job(
     namespace: str, definition: ScheduleDefinition, occurrence: datetime | None, state: Any
-) -> NewScheduleJob:
+) -> NewJob:
     """The job for ``occurrence`` (None: a manual trigger, due now). The carried ``state``,
     when not None, replaces the template's payload."""
     template = definition.job
@@ -167,9 +167,9 @@ def schedule_job(
         run_at = occurrence + jitter(
             namespace, definition.name, occurrence, definition.jitter_seconds
         )
-    return NewScheduleJob(
-        namespace=namespace,
-        name=definition.name,
+    return NewJob(
+        schedule_namespace=namespace,
+        schedule_name=definition.name,
         occurrence_at=occurrence,
         run_at=run_at,
         kind=template.kind,

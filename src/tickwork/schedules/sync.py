@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from tickwork.db import connections, store
+from tickwork.db import namespaces as namespaces_db
 from tickwork.db import schedules as db
 from tickwork.errors import InvalidInput, NamespaceOwned
 from tickwork.schedules import occurrences
@@ -191,14 +192,14 @@ def sync(
         raise InvalidInput("owner", "must not be empty")
     validate_all(namespace, definitions)
     with conn.transaction(force_rollback=dry_run):
-        lock = store.run(conn, db.lock_namespace(namespace, owner, now))
+        lock = store.run(conn, namespaces_db.lock_namespace(namespace, owner, now))
         if lock.owner != owner:
             if not take_over:
                 raise NamespaceOwned(
                     f"namespace {namespace!r} is owned by {lock.owner!r}, not {owner!r}; "
                     f"sync with take_over (--take-over) to make {owner!r} its owner"
                 )
-            store.run(conn, db.take_over_namespace(namespace, owner, now))
+            store.run(conn, namespaces_db.take_over_namespace(namespace, owner, now))
         stored = store.run(conn, db.lock_schedules(namespace))
         result = plan(namespace, definitions, stored, prune=prune, now=lock.now, protect=protect)
         if result.creates:

@@ -13,6 +13,7 @@ from datetime import datetime
 
 from tickwork import metrics
 from tickwork.db import connections, store
+from tickwork.db import jobs as jobs_db
 from tickwork.logs import fields
 from tickwork.maintenance.service import positive
 from tickwork.model import Job
@@ -50,7 +51,7 @@ async def mark_dead(
     when the version moved (someone else changed the job)."""
     try:
         async with conn.transaction():
-            if not await store.arun(conn, store.mark_job_dead(job, error, now)):
+            if not await store.arun(conn, jobs_db.mark_job_dead(job, error, now)):
                 _mismatch(job, "dead")
                 return False
             if task is not None:
@@ -59,7 +60,7 @@ async def mark_dead(
         _hook_failed(job)
         async with conn.transaction():
             error = f"{error}\non_dead hook failed: {describe(exc)}"
-            if not await store.arun(conn, store.mark_job_dead(job, error, now)):
+            if not await store.arun(conn, jobs_db.mark_job_dead(job, error, now)):
                 _mismatch(job, "dead")
                 return False
     log.warning(
@@ -103,7 +104,7 @@ class PendingHooks:
         and its error appended to ``last_error``). Returns how many hooks were settled."""
         async with conn.transaction():
             pending = await store.arun(
-                conn, store.lock_dead_hooks_pending(self.registry.kinds, self.config.batch)
+                conn, jobs_db.lock_dead_hooks_pending(self.registry.kinds, self.config.batch)
             )
             for job in pending:
                 task = self.registry.get(job.kind)
@@ -115,7 +116,7 @@ class PendingHooks:
                 except Exception as exc:
                     _hook_failed(job)
                     error = f"{error}\non_dead hook failed: {describe(exc)}"
-                await store.arun(conn, store.dead_hook_ran(job, error))
+                await store.arun(conn, jobs_db.dead_hook_ran(job, error))
                 log.info(
                     "on_dead hook of a job recovered dead has run",
                     extra=fields(action="on_dead_ran", job_id=job.id, kind=job.kind),

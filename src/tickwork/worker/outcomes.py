@@ -14,7 +14,7 @@ from typing import TypeVar
 from tickwork import metrics
 from tickwork.clock import Clock, sleep
 from tickwork.db import connections, store
-from tickwork.db import schedules as schedules_db
+from tickwork.db import jobs as jobs_db
 from tickwork.logs import fields
 from tickwork.model import Job, JobId, JobStatus
 from tickwork.tasks import Registry
@@ -112,7 +112,7 @@ class Outcomes:
     async def cancelled(self, job: Job) -> None:
         async def write() -> bool:
             async with self._pool().connection() as conn:
-                return await store.arun(conn, store.record_cancelled(job, self._clock.now()))
+                return await store.arun(conn, jobs_db.record_cancelled(job, self._clock.now()))
 
         applied, retried = await self.persist("recording a cancellation", write)
         self._held.forget(job.id)
@@ -144,7 +144,7 @@ class Outcomes:
 
         async def later() -> JobStatus | None:
             async with self._pool().connection() as conn, conn.transaction():
-                return await store.arun(conn, store.retry_job_later(job, delay, error, now))
+                return await store.arun(conn, jobs_db.retry_job_later(job, delay, error, now))
 
         became, retried = await self.persist("recording a failure", later)
         if became is JobStatus.CANCELLED:  # asked to stop meanwhile: not retried
@@ -186,16 +186,16 @@ class Outcomes:
     async def complete(self, jobs: list[Job]) -> None:
         async def write() -> set[JobId]:
             async with self._pool().connection() as conn:
-                applied = await store.arun(conn, store.complete_jobs(jobs, self._clock.now()))
-                # Schedule jobs: last success, FixedDelay next run, carried state; same commit.
+                # A schedule job's return value is its schedule's carried state, recorded with
+                # the outcome in the same statement (the jobs_schedule_ended trigger).
                 results = {
-                    j.id: held.result if (held := self._held.get(j.id)) else None
+                    j.id: held.result
                     for j in jobs
-                    if j.schedule is not None and j.id in applied
+                    if j.schedule is not None and (held := self._held.get(j.id)) is not None
                 }
-                if results:
-                    await store.arun(conn, schedules_db.jobs_succeeded(results))
-                return applied
+                return await store.arun(
+                    conn, jobs_db.complete_jobs(jobs, self._clock.now(), results)
+                )
 
         try:
             applied, retried = await self.persist("recording successes", write)

@@ -38,6 +38,9 @@ from tickwork import logs, metrics
 from tickwork.app import App
 from tickwork.clock import Clock, sleep
 from tickwork.db import connections, store
+from tickwork.db import duties as duties_db
+from tickwork.db import jobs as jobs_db
+from tickwork.db import workers as workers_db
 from tickwork.errors import InvalidInput
 from tickwork.logs import fields
 from tickwork.maintenance import duties, firing
@@ -192,7 +195,7 @@ class Worker:
             async with self.pool.connection() as conn:
                 await store.arun(
                     conn,
-                    store.register_worker(
+                    workers_db.register_worker(
                         name=self.name,
                         queues=self.queues,
                         kinds=self.kinds,
@@ -236,7 +239,7 @@ class Worker:
         await asyncio.gather(completer, return_exceptions=True)
         try:
             async with self.pool.connection() as conn:
-                await store.arun(conn, store.deregister_worker(self.name))
+                await store.arun(conn, workers_db.deregister_worker(self.name))
         except connections.ConnectionLost as exc:  # its row expires (--worker-ttl-seconds)
             log.warning("could not deregister: %s", exc, extra=fields(action="deregister_failed"))
         log.info("worker stopped", extra=fields(action="worker_stopped", worker=self.name))
@@ -252,7 +255,9 @@ class Worker:
             return
         try:
             async with self.pool.connection() as conn:
-                returned = await store.arun(conn, store.hand_back_jobs(unstarted, self.clock.now()))
+                returned = await store.arun(
+                    conn, jobs_db.hand_back_jobs(unstarted, self.clock.now())
+                )
         except connections.ConnectionLost as exc:  # their leases run out: they run elsewhere
             log.warning(
                 "could not hand back %d claimed jobs: %s",
@@ -274,7 +279,7 @@ class Worker:
             async with self.pool.connection() as conn:
                 jobs = await store.arun(
                     conn,
-                    store.claim_jobs(
+                    jobs_db.claim_jobs(
                         self.name,
                         self.queues,
                         self._max_attempts,
@@ -334,7 +339,7 @@ class Worker:
 
     async def _adopt(self) -> None:
         async with self.pool.connection() as conn:
-            jobs = await store.arun(conn, store.adopt_jobs(self.name, self._held.ids()))
+            jobs = await store.arun(conn, jobs_db.adopt_jobs(self.name, self._held.ids()))
         for job in jobs:
             self._held.hold(job)
             self._buffer.put_nowait(job)
@@ -483,9 +488,9 @@ class Worker:
         now = self.clock.now()
         async with self.pool.connection() as conn:
             kept = await store.arun(
-                conn, store.extend_leases(held, self.settings.lease_seconds, now)
+                conn, jobs_db.extend_leases(held, self.settings.lease_seconds, now)
             )
-            await store.arun(conn, store.touch_worker(self.name, now))
+            await store.arun(conn, workers_db.touch_worker(self.name, now))
         for job in held:
             record = self._held.get(job.id)
             if record is None:
@@ -541,7 +546,7 @@ class Worker:
                     async with conn.transaction():
                         mine = await store.arun(
                             conn,
-                            store.claim_duty(
+                            duties_db.claim_duty(
                                 service.name, self.name, service.interval, self.clock.now()
                             ),
                         )

@@ -1,4 +1,4 @@
--- Queries on tickwork.workers, tickwork.duties and tickwork.audit_log.
+-- Queries on tickwork.workers.
 
 -- name: worker_register
 INSERT INTO tickwork.workers (name, queues, kinds, namespaces, concurrency, host, pid,
@@ -25,22 +25,11 @@ RETURNING name;
 SELECT name, queues, kinds, namespaces, concurrency, host, pid, started_at, last_seen_at
 FROM tickwork.workers ORDER BY name;
 
--- name: duty_claim
--- Take a maintenance duty when it is due; a worker that gets no row leaves it to the others.
-UPDATE tickwork.duties d
-SET next_run_at = coalesce(%(now)s, now()) + make_interval(secs => %(interval_seconds)s),
-    last_run_at = coalesce(%(now)s, now()),
-    last_run_by = %(worker)s
-FROM (
-    SELECT name FROM tickwork.duties
-    WHERE name = %(duty)s AND next_run_at <= coalesce(%(now)s, now())
-    FOR UPDATE SKIP LOCKED
-) due
-WHERE d.name = due.name
-RETURNING d.name;
+-- name: worker_seen
+SELECT last_seen_at FROM tickwork.workers WHERE name = %(name)s;
 
--- name: audit_insert
-INSERT INTO tickwork.audit_log (at, actor, action, target, reason, request_id, details)
-VALUES (coalesce(%(now)s, now()), %(actor)s, %(action)s, %(target)s, %(reason)s,
-        %(request_id)s, %(details)s)
-RETURNING id;
+-- name: worker_gauge
+-- Live workers (seen within %(ttl_seconds)s), and the instant of the sample.
+SELECT count(*) AS live, coalesce(%(now)s, now()) AS now
+FROM tickwork.workers
+WHERE last_seen_at >= coalesce(%(now)s, now()) - make_interval(secs => %(ttl_seconds)s);

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from datetime import datetime
 
 from tickwork import metrics
+from tickwork.db import jobs as jobs_db
 from tickwork.db import schedules as db
 from tickwork.logs import fields
 from tickwork.schedules.definition import JobTemplate
@@ -14,12 +15,12 @@ from tickwork.schedules.definition import JobTemplate
 log = logging.getLogger(__package__)
 
 
-def label(key: db.Key) -> str:
+def label(key: jobs_db.Key) -> str:
     return f"{key[0]}/{key[1]}"
 
 
 def fired(
-    key: db.Key,
+    key: jobs_db.Key,
     job: JobTemplate,
     now: datetime,
     created: int,
@@ -53,7 +54,7 @@ def fired(
             )
 
 
-def failures(errors: Mapping[db.Key, str], retries: Mapping[db.Key, db.Retry]) -> None:
+def failures(errors: Mapping[jobs_db.Key, str], retries: Mapping[jobs_db.Key, db.Retry]) -> None:
     """The metric and the log line of each schedule set aside by a committed batch."""
     for key, error in errors.items():
         retry = retries.get(key)

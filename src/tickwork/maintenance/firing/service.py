@@ -12,6 +12,7 @@ from datetime import datetime
 
 from tickwork import metrics
 from tickwork.db import connections, store
+from tickwork.db import jobs as jobs_db
 from tickwork.db import schedules as db
 from tickwork.logs import fields
 from tickwork.maintenance.firing import metrics as firing_metrics
@@ -25,7 +26,7 @@ from tickwork.maintenance.firing.config import (
     FiringConfig,
 )
 from tickwork.maintenance.firing.planner import Compiled
-from tickwork.model import NewScheduleJob
+from tickwork.model import NewJob
 from tickwork.schedules import policies
 from tickwork.schedules.definition import ConcurrencyPolicy
 
@@ -47,13 +48,13 @@ class _Plan:
     next_run_at: datetime | None = None
     backlog: bool = False
     replace: bool = False
-    jobs: list[NewScheduleJob] = field(default_factory=list)
-    created: list[db.CreatedJob] = field(default_factory=list)
+    jobs: list[NewJob] = field(default_factory=list)
+    created: list[jobs_db.CreatedJob] = field(default_factory=list)
     step: str = "firing it"
     """What the pass was doing for this schedule (named when it fails)."""
 
     @property
-    def key(self) -> db.Key:
+    def key(self) -> jobs_db.Key:
         return self.due.namespace, self.due.name
 
     @property
@@ -86,10 +87,10 @@ def _plan(
 
 async def _compile(
     conn: connections.AsyncConnection, due: list[db.DueSchedule], cache: DefinitionCache
-) -> dict[db.Key, Compiled | str]:
+) -> dict[jobs_db.Key, Compiled | str]:
     """Each claimed schedule's compiled definition, or why its stored spec cannot be read."""
-    compiled: dict[db.Key, Compiled | str] = {}
-    missing: list[db.Key] = []
+    compiled: dict[jobs_db.Key, Compiled | str] = {}
+    missing: list[jobs_db.Key] = []
     for row in due:
         hit = cache.get(row.namespace, row.name, row.revision)
         if hit is None:
@@ -122,7 +123,7 @@ async def _apply_overlap(
         return []
     for p in guarded:
         p.step = "reading its open jobs for its concurrencyPolicy"
-    open_jobs = await store.arun(conn, db.open_jobs([p.key for p in guarded]))
+    open_jobs = await store.arun(conn, jobs_db.open_jobs([p.key for p in guarded]))
     for p in guarded:
         decision = policies.decide_overlap(p.fire, p.policy, open_jobs.get(p.key))
         p.fire, p.overlapped, p.replace = decision.fire, decision.skipped, decision.replace
@@ -131,7 +132,7 @@ async def _apply_overlap(
         return []
     for p in replacing:
         p.step = "cancelling its open jobs (concurrencyPolicy Replace)"
-    cancelled = await store.arun(conn, db.cancel_open_jobs([p.key for p in replacing], now))
+    cancelled = await store.arun(conn, jobs_db.cancel_open_jobs([p.key for p in replacing], now))
     deferred = []
     for p in replacing:
         held = open_jobs[p.key]
@@ -170,7 +171,7 @@ async def _fire_batch(
         if not due:
             return FireReport()
         compiled = await _compile(conn, due, cache)
-        failed: dict[db.Key, tuple[db.DueSchedule, str]] = {}
+        failed: dict[jobs_db.Key, tuple[db.DueSchedule, str]] = {}
         plans: list[_Plan] = []
         spent = 0
         next_after = planner.NextAfter()
@@ -233,7 +234,7 @@ async def _settle_apart(
     plans: list[_Plan],
     now: datetime | None,
     replan: Callable[[db.DueSchedule], _Plan | None],
-    failed: dict[db.Key, tuple[db.DueSchedule, str]],
+    failed: dict[jobs_db.Key, tuple[db.DueSchedule, str]],
 ) -> tuple[list[_Plan], int]:
     """:func:`_settle` in savepoints, so that one schedule's error sets only that one aside.
     The schedules that failed before get a savepoint each, the rest share one. A shared one
@@ -284,7 +285,7 @@ async def _settle(
     if jobs:
         for p in plans:
             p.step = INSERTING
-        for job in await store.arun(conn, db.insert_jobs(jobs, now)):
+        for job in await store.arun(conn, jobs_db.insert_schedule_jobs(jobs, now)):
             by_key[job.namespace, job.name].created.append(job)
     for p in plans:
         p.step = "advancing it to its next run"

@@ -1,0 +1,447 @@
+"""Operations on ``tickwork.jobs`` (``db/sql/jobs.sql``): builders of :class:`store.Op` and the
+typed rows they return, mapped from the columns by name. Executed with :func:`store.run` or
+:func:`store.arun` inside the caller's transaction."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from tickwork.db.store import Op, Row, optional_json, to_json
+from tickwork.model import Backoff, Job, JobId, JobStatus, NewJob, OpenJobs, ScheduleRef
+
+Key = tuple[str, str]
+"""(namespace, name) of a schedule."""
+
+
+def job_from_row(row: Row) -> Job:
+    """A job from a row of ``tickwork.jobs`` columns; the columns a query leaves out (the
+    claim's last error and times) are None."""
+    return Job(
+        id=JobId(row["id"]),
+        kind=row["kind"],
+        queue=row["queue"],
+        payload=row["payload"],
+        priority=row["priority"],
+        run_at=row["run_at"],
+        status=JobStatus(row["status"]),
+        attempt=row["attempt"],
+        max_attempts=row["max_attempts"],
+        version=row["version"],
+        retry=(
+            None
+            if row["retry_base_seconds"] is None
+            else Backoff(row["retry_base_seconds"], row["retry_rate"], row["retry_max_seconds"])
+        ),
+        timeout=row["timeout_seconds"],
+        concurrency_key=row["concurrency_key"],
+        unique_key=row["unique_key"],
+        schedule=(
+            None
+            if row["schedule_name"] is None
+            else ScheduleRef(row["schedule_namespace"], row["schedule_name"], row["occurrence_at"])
+        ),
+        picked_by=row["picked_by"],
+        lease_expires_at=row["lease_expires_at"],
+        last_error=row.get("last_error"),
+        created_at=row.get("created_at"),
+        started_at=row.get("started_at"),
+        finished_at=row.get("finished_at"),
+    )
+
+
+def _jobs(rows: list[Row]) -> list[Job]:
+    return [job_from_row(row) for row in rows]
+
+
+def _ids(rows: list[Row]) -> set[JobId]:
+    return {JobId(row["id"]) for row in rows}
+
+
+# --- enqueue ------------------------------------------------------------------------------
+
+
+def _fields(job: NewJob) -> dict[str, Any]:
+    """The columns of a new job besides its kind, payload and unique key."""
+    return {
+        "queue": job.queue,
+        "priority": job.priority,
+        "run_at": job.run_at,
+        "max_attempts": job.max_attempts,
+        "retry_base": job.retry.base if job.retry else None,
+        "retry_rate": job.retry.rate if job.retry else None,
+        "retry_max": job.retry.max if job.retry else None,
+        "timeout": job.timeout,
+        "concurrency_key": job.concurrency_key,
+    }
+
+
+@dataclass(frozen=True)
+class Enqueued:
+    id: JobId
+    created: bool
+
+
+def _enqueued(rows: list[Row]) -> Enqueued | None:
+    return Enqueued(JobId(rows[0]["id"]), rows[0]["created"]) if rows else None
+
+
+def insert_job(job: NewJob, now: datetime | None) -> Op[Enqueued | None]:
+    """Insert one job; ``None`` means a unique-key race to retry."""
+    params = _fields(job)
+    params.update(
+        kind=job.kind, payload=to_json("payload", job.payload), unique_key=job.unique_key, now=now
+    )
+    return Op("job_insert", params, _enqueued)
+
+
+def insert_jobs(template: NewJob, payloads: Sequence[Any], now: datetime | None) -> Op[list[JobId]]:
+    """Jobs like ``template``, one per payload (its own payload and unique key unused)."""
+    params = _fields(template)
+    params.update(
+        kind=template.kind,
+        payloads=[to_json(f"payloads[{i}]", p) for i, p in enumerate(payloads)],
+        now=now,
+    )
+    return Op("job_insert_many", params, lambda rows: [JobId(r["id"]) for r in rows])
+
+
+@dataclass(frozen=True)
+class CreatedJob:
+    id: JobId
+    namespace: str
+    name: str
+    occurrence_at: datetime | None
+
+
+def insert_schedule_jobs(jobs: Sequence[NewJob], now: datetime | None) -> Op[list[CreatedJob]]:
+    """One statement for all ``jobs``; an occurrence that has a job already is skipped.
+    Payloads come from validated definitions or stored state: plain JSON already."""
+    return Op(
+        "job_insert_for_schedules",
+        {
+            "kinds": [j.kind for j in jobs],
+            "queues": [j.queue for j in jobs],
+            "payloads": [Jsonb(j.payload) for j in jobs],
+            "priorities": [j.priority for j in jobs],
+            "run_ats": [j.run_at for j in jobs],
+            "max_attempts": [j.max_attempts for j in jobs],
+            "retry_bases": [j.retry.base if j.retry else None for j in jobs],
+            "retry_rates": [j.retry.rate if j.retry else None for j in jobs],
+            "retry_maxes": [j.retry.max if j.retry else None for j in jobs],
+            "timeouts": [j.timeout for j in jobs],
+            "concurrency_keys": [j.concurrency_key for j in jobs],
+            "namespaces": [j.schedule_namespace for j in jobs],
+            "names": [j.schedule_name for j in jobs],
+            "occurrences": [j.occurrence_at for j in jobs],
+            "now": now,
+        },
+        lambda rows: [
+            CreatedJob(
+                JobId(r["id"]), r["schedule_namespace"], r["schedule_name"], r["occurrence_at"]
+            )
+            for r in rows
+        ],
+        binary=True,
+    )
+
+
+# --- the worker ---------------------------------------------------------------------------
+
+
+def claim_jobs(
+    worker: str,
+    queues: Sequence[str],
+    kinds: Mapping[str, int],
+    limit: int,
+    lease_seconds: float,
+    now: datetime | None,
+) -> Op[list[Job]]:
+    """``kinds``: the kinds this worker runs, each with its task's max attempts (given to
+    jobs enqueued without their own)."""
+    return Op(
+        "job_claim",
+        {
+            "worker": worker,
+            "queues": list(queues),
+            "kinds": list(kinds),
+            "max_attempts": list(kinds.values()),
+            "limit": limit,
+            "lease_seconds": lease_seconds,
+            "now": now,
+        },
+        _jobs,
+        binary=True,
+    )
+
+
+def adopt_jobs(worker: str, held: Sequence[JobId]) -> Op[list[Job]]:
+    """The jobs running under ``worker`` that it does not hold (a claim whose answer was lost)."""
+    return Op("job_adopt", {"worker": worker, "held": list(held)}, _jobs, binary=True)
+
+
+def _fenced(query: str, jobs: Sequence[Job], now: datetime | None, **extra: Any) -> Op[set[JobId]]:
+    params = {"ids": [j.id for j in jobs], "versions": [j.version for j in jobs], "now": now}
+    params.update(extra)
+    return Op(query, params, _ids)
+
+
+def extend_leases(
+    jobs: Sequence[Job], lease_seconds: float, now: datetime | None
+) -> Op[dict[JobId, bool]]:
+    """The jobs still ours, each with whether it was asked to stop."""
+    params = {"ids": [j.id for j in jobs], "versions": [j.version for j in jobs], "now": now}
+    return Op(
+        "job_extend_leases",
+        {**params, "lease_seconds": lease_seconds},
+        lambda rows: {JobId(r["id"]): bool(r["stop_requested"]) for r in rows},
+    )
+
+
+def complete_jobs(
+    jobs: Sequence[Job], now: datetime | None, results: Mapping[JobId, Any] | None = None
+) -> Op[set[JobId]]:
+    """Record ``jobs`` succeeded, each with its return value in ``results`` (absent or None:
+    none kept); a schedule job's is its schedule's carried state. Values that are not JSON
+    raise InvalidInput."""
+    kept = results or {}
+    states = [optional_json("return value", kept.get(j.id)) for j in jobs]
+    return _fenced("job_complete_many", jobs, now, results=states)
+
+
+def hand_back_jobs(jobs: Sequence[Job], now: datetime | None) -> Op[set[JobId]]:
+    return _fenced("job_hand_back", jobs, now)
+
+
+def retry_job_later(
+    job: Job, delay: float, error: str, now: datetime | None
+) -> Op[JobStatus | None]:
+    """The job's new status (available, or cancelled when it was asked to stop); None when
+    the version moved."""
+    return Op(
+        "job_retry_later",
+        {"id": job.id, "version": job.version, "delay_seconds": delay, "error": error, "now": now},
+        lambda rows: JobStatus(rows[0]["status"]) if rows else None,
+    )
+
+
+def record_cancelled(job: Job, now: datetime | None) -> Op[bool]:
+    """The worker stopped ``job`` (asked to stop); False when the version moved."""
+    return Op("job_record_cancelled", {"id": job.id, "version": job.version, "now": now}, bool)
+
+
+def mark_job_dead(job: Job, error: str, now: datetime | None) -> Op[bool]:
+    return Op(
+        "job_mark_dead",
+        {"id": job.id, "version": job.version, "error": error, "now": now},
+        bool,
+    )
+
+
+@dataclass(frozen=True)
+class Recovered:
+    """A job whose expired lease was recovered, and what it became: available, dead (its
+    on_dead hook pending) or cancelled (it had been asked to stop)."""
+
+    id: JobId
+    queue: str
+    kind: str
+    picked_by: str | None
+    status: JobStatus
+    schedule_namespace: str | None
+
+
+def recover_expired_leases(limit: int, now: datetime | None) -> Op[list[Recovered]]:
+    return Op(
+        "job_recover_expired",
+        {"limit": limit, "now": now},
+        lambda rows: [
+            Recovered(
+                JobId(r["id"]),
+                r["queue"],
+                r["kind"],
+                r["picked_by"],
+                JobStatus(r["status"]),
+                r["schedule_namespace"],
+            )
+            for r in rows
+        ],
+    )
+
+
+def lock_dead_hooks_pending(kinds: Sequence[str], limit: int) -> Op[list[Job]]:
+    """Dead jobs of ``kinds`` whose on_dead hook has not run, locked for this transaction."""
+    return Op("job_lock_dead_hooks_pending", {"kinds": list(kinds), "limit": limit}, _jobs)
+
+
+def dead_hook_ran(job: Job, error: str | None) -> Op[bool]:
+    return Op("job_dead_hook_ran", {"id": job.id, "error": error}, bool)
+
+
+# --- operators' actions -------------------------------------------------------------------
+
+
+def cancel_job(job_id: int, now: datetime | None) -> Op[bool]:
+    return Op("job_cancel", {"id": job_id, "now": now}, bool)
+
+
+def retry_dead_job(job_id: int, now: datetime | None) -> Op[bool]:
+    return Op("job_retry_dead", {"id": job_id, "now": now}, bool)
+
+
+def run_job_now(job_id: int, now: datetime | None) -> Op[bool]:
+    return Op("job_run_now", {"id": job_id, "now": now}, bool)
+
+
+@dataclass(frozen=True)
+class LockedJob:
+    status: JobStatus
+    due: bool
+    namespace: str | None
+    """The schedule namespace of the job (None: enqueued outside any schedule)."""
+    snapshot: dict[str, Any]
+
+
+def lock_job(job_id: int, now: datetime | None) -> Op[LockedJob | None]:
+    """The job's status and snapshot, locked; None if there is no such job."""
+    return Op(
+        "job_lock_snapshot",
+        {"id": job_id, "now": now},
+        lambda rows: (
+            LockedJob(
+                JobStatus(rows[0]["status"]),
+                rows[0]["due"],
+                rows[0]["schedule_namespace"],
+                rows[0]["snapshot"],
+            )
+            if rows
+            else None
+        ),
+    )
+
+
+# --- reads ----------------------------------------------------------------------------------
+
+
+def get_job(job_id: int) -> Op[Job | None]:
+    return Op("job_get", {"id": job_id}, lambda rows: job_from_row(rows[0]) if rows else None)
+
+
+def list_jobs(
+    *, status: str | None, kind: str | None, queue: str | None, limit: int
+) -> Op[list[Job]]:
+    return Op("job_list", {"status": status, "kind": kind, "queue": queue, "limit": limit}, _jobs)
+
+
+def delete_finished_jobs(age_seconds: float, limit: int, now: datetime | None) -> Op[int]:
+    return Op("job_delete_finished", {"age_seconds": age_seconds, "limit": limit, "now": now}, len)
+
+
+# --- the jobs of schedules ------------------------------------------------------------------
+
+
+def _keys(keys: Sequence[Key]) -> dict[str, Any]:
+    return {"namespaces": [k[0] for k in keys], "names": [k[1] for k in keys]}
+
+
+def open_jobs(keys: Sequence[Key]) -> Op[dict[Key, OpenJobs]]:
+    """Schedules without open jobs are absent from the result."""
+    return Op(
+        "job_open_per_schedule",
+        _keys(keys),
+        lambda rows: {
+            (r["schedule_namespace"], r["schedule_name"]): OpenJobs(r["available"], r["running"])
+            for r in rows
+        },
+    )
+
+
+def _count_by_key(rows: list[Row]) -> dict[Key, int]:
+    counts: dict[Key, int] = {}
+    for row in rows:
+        key = (row["schedule_namespace"], row["schedule_name"])
+        counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def cancel_open_jobs(keys: Sequence[Key], now: datetime | None) -> Op[dict[Key, int]]:
+    """Cancel the open jobs of these schedules that nobody else holds; counts per schedule."""
+    params = _keys(keys)
+    params["now"] = now
+    return Op("job_cancel_of_schedules", params, _count_by_key)
+
+
+@dataclass(frozen=True)
+class OpenJob:
+    """A pending or running job of a schedule (the operator's ``status.active``)."""
+
+    namespace: str
+    name: str
+    id: JobId
+    status: JobStatus
+    occurrence_at: datetime | None
+
+
+def open_job_list(namespaces: Sequence[str], limit: int) -> Op[list[OpenJob]]:
+    """Pending and running schedule jobs of ``namespaces`` (at most ``limit``), by schedule."""
+    return Op(
+        "job_open_of_namespaces",
+        {"namespaces": list(namespaces), "limit": limit},
+        lambda rows: [
+            OpenJob(
+                r["schedule_namespace"],
+                r["schedule_name"],
+                JobId(r["id"]),
+                JobStatus(r["status"]),
+                r["occurrence_at"],
+            )
+            for r in rows
+        ],
+    )
+
+
+# --- fleet gauges ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class QueueJobs:
+    queue: str
+    status: JobStatus
+    count: int
+    oldest_due_age: float
+    """Seconds since the run_at of the oldest due available job (0: none due, or not available)."""
+
+
+def gauge_jobs(now: datetime | None) -> Op[list[QueueJobs]]:
+    return Op(
+        "job_gauge",
+        {"now": now},
+        lambda rows: [
+            QueueJobs(
+                r["queue"], JobStatus(r["status"]), int(r["count"]), float(r["oldest_due_age"])
+            )
+            for r in rows
+        ],
+    )
+
+
+@dataclass(frozen=True)
+class OrphanedJobs:
+    kind: str
+    status: JobStatus
+    count: int
+
+
+def gauge_orphaned_jobs(ttl_seconds: float, now: datetime | None) -> Op[list[OrphanedJobs]]:
+    """Jobs of kinds no live worker (seen within ``ttl_seconds``) registers."""
+    return Op(
+        "job_gauge_orphaned",
+        {"ttl_seconds": ttl_seconds, "now": now},
+        lambda rows: [
+            OrphanedJobs(r["kind"], JobStatus(r["status"]), int(r["count"])) for r in rows
+        ],
+    )
