@@ -298,12 +298,11 @@ class App:
         reason: str | None,
         request_id: str | None,
     ) -> None:
-        """:func:`transitions.act_on_job`; an action with nothing to do raises."""
+        """:func:`transitions.act_on_job`, where a job not in a state the action applies to
+        raises :class:`InvalidTransition` (a request id seen before changes nothing)."""
         who = Actor(actor, reason, request_id)
         with self.connection() as conn:
-            outcome = transitions.act_on_job(conn, action, job_id, who, self.clock.now())
-        if not outcome.changed and not outcome.replayed:
-            raise InvalidTransition(outcome.message)
+            transitions.act_on_job(conn, action, job_id, who, self.clock.now(), idempotent=False)
 
     def cancel(
         self,

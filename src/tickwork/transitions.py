@@ -133,10 +133,15 @@ def act_on_job(
     actor: Actor,
     now: datetime | None,
     may_act: Callable[[str | None], None] | None = None,
+    *,
+    idempotent: bool = True,
 ) -> Outcome:
     """Apply ``action`` to the job in ``conn``'s transaction (the caller commits).
     ``may_act`` is given the job's schedule namespace (None: enqueued outside any schedule)
-    before anything is read or changed, and raises to refuse."""
+    before anything is read or changed, and raises to refuse. ``idempotent``: a job already
+    where the action leads is an outcome with nothing changed (the console's double click);
+    otherwise the App's callers (the command line) are told the job is not in a state the
+    action applies to."""
     target = job_target(job_id)
     rule = _RULES[action]
     locked = store.run(conn, jobs_db.lock_job(job_id, now))
@@ -146,7 +151,7 @@ def act_on_job(
         may_act(locked.namespace)
     if earlier := replayed(conn, action.value, target, actor, job_id):
         return earlier
-    if reason := rule.settled(locked):
+    if idempotent and (reason := rule.settled(locked)):
         return Outcome(
             action.value, target, False, f"job {job_id} is {reason}", None, JobId(job_id)
         )
