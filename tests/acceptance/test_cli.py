@@ -18,8 +18,8 @@ from typing import Any
 import psycopg
 import pytest
 
-import helpers
 import tickwork
+from tests.support import helpers
 from tickwork.db import store
 
 TICKWORK = str(Path(sys.executable).parent / "tickwork")

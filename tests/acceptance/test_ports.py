@@ -7,8 +7,8 @@ from __future__ import annotations
 import socket
 
 import pytest
-from test_cli import one_line_error, tickwork_cmd
 
+from tests.acceptance.test_cli import one_line_error, tickwork_cmd
 from tickwork import devmode
 from tickwork.admin.settings import AdminSettings
 from tickwork.operator.config import OperatorConfig

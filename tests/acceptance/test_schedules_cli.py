@@ -11,7 +11,8 @@ from typing import Any
 
 import psycopg
 import pytest
-from test_cli import jobs_json, ok, one_line_error, tickwork_cmd
+
+from tests.acceptance.test_cli import jobs_json, ok, one_line_error, tickwork_cmd
 
 NS = "billing"
 SCHEDULE_KEYS = frozenset(

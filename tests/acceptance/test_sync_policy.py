@@ -8,8 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import psycopg
-from test_cli import ok, one_line_error, tickwork_cmd
-from test_schedules_cli import manifest, write
+
+from tests.acceptance.test_cli import ok, one_line_error, tickwork_cmd
+from tests.acceptance.test_schedules_cli import manifest, write
 
 POLICY = """\
 apiVersion: tickwork.io/v1

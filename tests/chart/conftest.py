@@ -3,10 +3,10 @@ renderings of ``helm/tickwork`` for a matrix of values, parsed into objects."""
 
 from __future__ import annotations
 
-import chart_render
 import pytest
 
-import binaries
+from tests.chart import chart_render
+from tests.support import binaries
 
 
 @pytest.fixture(scope="session")

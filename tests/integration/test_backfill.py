@@ -11,7 +11,7 @@ import pytest
 from psycopg.rows import dict_row
 
 import tickwork
-from schedule_helpers import NS, at, cron, every, fire, jobs, occurrences, schedule
+from tests.support.schedule_helpers import NS, at, cron, every, fire, jobs, occurrences, schedule
 from tickwork.clock import SettableClock
 from tickwork.errors import InvalidInput, InvalidTransition, ScheduleNotFound
 from tickwork.schedules.definition import ConcurrencyPolicy, IntervalMode, JobTemplate

@@ -10,7 +10,7 @@ import psycopg
 import pytest
 
 import tickwork
-from helpers import T0, at, claim, job_row, opened, scalar, settings
+from tests.support.helpers import T0, at, claim, job_row, opened, scalar, settings
 from tickwork.clock import SettableClock
 from tickwork.db import store
 from tickwork.worker.runner import Worker

@@ -9,7 +9,7 @@ import psycopg
 import pytest
 
 import tickwork
-from helpers import T0, at, claim, job_row, scalar
+from tests.support.helpers import T0, at, claim, job_row, scalar
 from tickwork.clock import SettableClock
 from tickwork.db import store
 from tickwork.errors import InvalidInput

@@ -12,9 +12,9 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-import limit_helpers
-from helpers import claim
-from limit_helpers import WIDE
+from tests.schedules import limit_helpers
+from tests.schedules.limit_helpers import WIDE
+from tests.support.helpers import claim
 from tickwork.maintenance import firing
 from tickwork.schedules import limits
 

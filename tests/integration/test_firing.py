@@ -20,9 +20,19 @@ from hypothesis import strategies as st
 from prometheus_client import REGISTRY
 
 import tickwork
-from helpers import opened, running, wait_status
-from helpers import settings as worker_settings
-from schedule_helpers import KIND, NS, at, cron, every, fire, jobs, occurrences, schedule
+from tests.support.helpers import opened, running, wait_status
+from tests.support.helpers import settings as worker_settings
+from tests.support.schedule_helpers import (
+    KIND,
+    NS,
+    at,
+    cron,
+    every,
+    fire,
+    jobs,
+    occurrences,
+    schedule,
+)
 from tickwork.clock import SettableClock
 from tickwork.db import schedules as schedules_db
 from tickwork.db import store

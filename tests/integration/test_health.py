@@ -20,7 +20,7 @@ import aiohttp
 import pytest
 
 import tickwork
-from helpers import free_port, running, settings, wait_until, wait_until_sync
+from tests.support.helpers import free_port, running, settings, wait_until, wait_until_sync
 from tickwork.cli.worker import start_probes
 from tickwork.db import migrate
 from tickwork.db.embedded import EmbeddedPostgres

@@ -16,8 +16,8 @@ import psycopg
 import pytest
 
 import tickwork
-from helpers import at, running, settings, wait_status
-from schedule_helpers import every, fire
+from tests.support.helpers import at, running, settings, wait_status
+from tests.support.schedule_helpers import every, fire
 from tickwork.clock import SettableClock
 from tickwork.logs import KeyValueFormatter
 from tickwork.schedules.definition import JobTemplate, MisfirePolicy

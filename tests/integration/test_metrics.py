@@ -22,10 +22,10 @@ import pytest
 from prometheus_client import REGISTRY, CollectorRegistry, Histogram, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-import binaries
 import tickwork
-from helpers import T0, at, claim, running, settings, wait_status, wait_until
-from schedule_helpers import every
+from tests.support import binaries
+from tests.support.helpers import T0, at, claim, running, settings, wait_status, wait_until
+from tests.support.schedule_helpers import every
 from tickwork import metrics
 from tickwork.clock import SettableClock
 from tickwork.http import ProbeServer, database_readiness

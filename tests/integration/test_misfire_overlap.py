@@ -9,7 +9,7 @@ import psycopg
 import pytest
 
 import tickwork
-from schedule_helpers import KIND, NS, at, every, fire, jobs, occurrences, schedule
+from tests.support.schedule_helpers import KIND, NS, at, every, fire, jobs, occurrences, schedule
 from tickwork.clock import SettableClock
 from tickwork.db import store
 from tickwork.model import Job

@@ -15,7 +15,14 @@ import psycopg
 import pytest
 
 import tickwork
-from helpers import MP_KIND, recorded_ids, scalar, serve_worker, stop_processes, wait_until_sync
+from tests.support.helpers import (
+    MP_KIND,
+    recorded_ids,
+    scalar,
+    serve_worker,
+    stop_processes,
+    wait_until_sync,
+)
 
 Start = Callable[[str, dict[str, Any]], Any]
 

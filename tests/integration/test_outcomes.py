@@ -13,9 +13,9 @@ from typing import Any
 import psycopg
 import pytest
 
-import helpers
 import tickwork
-from helpers import (
+from tests.support import helpers
+from tests.support.helpers import (
     T0,
     Recorder,
     ajob_row,

@@ -16,8 +16,8 @@ import psycopg
 import pytest
 
 import tickwork
-from helpers import stop_processes, wait_until_sync
-from schedule_helpers import (
+from tests.support.helpers import stop_processes, wait_until_sync
+from tests.support.schedule_helpers import (
     NS,
     T0,
     at,

@@ -10,7 +10,7 @@ import psycopg
 import pytest
 
 import tickwork
-from schedule_helpers import NS, at, cron, every, jobs, schedule
+from tests.support.schedule_helpers import NS, at, cron, every, jobs, schedule
 from tickwork.clock import SettableClock
 from tickwork.errors import InvalidInput, NamespaceOwned, ScheduleNotFound
 from tickwork.schedules.definition import DefinitionError, IntervalMode, JobTemplate

@@ -15,7 +15,7 @@ import psycopg
 import pytest
 
 import tickwork
-from helpers import (
+from tests.support.helpers import (
     T0,
     Recorder,
     ajob_row,

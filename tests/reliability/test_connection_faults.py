@@ -20,12 +20,12 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from fault_app import TICK, WORK
-from fault_helpers import CutProxy, Fleet, runs, runs_by_process
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 import tickwork
-from helpers import wait_until_sync
+from tests.db.fault_app import TICK, WORK
+from tests.db.fault_helpers import CutProxy, Fleet, runs, runs_by_process
+from tests.support.helpers import wait_until_sync
 from tickwork.db import connections, migrate
 from tickwork.db.embedded import EmbeddedPostgres, find_bindir
 from tickwork.schedules.definition import JobTemplate, ScheduleDefinition

@@ -28,9 +28,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 import tickwork
-from helpers import free_port, scalar, wait_until, wait_until_sync
-from operator_harness import Cluster, OperatorFactory, row
-from schedule_helpers import cron, every
+from tests.operator.harness import Cluster, OperatorFactory, row
+from tests.support.helpers import free_port, scalar, wait_until, wait_until_sync
+from tests.support.schedule_helpers import cron, every
 from tickwork.maintenance import firing
 from tickwork.schedules.definition import JobTemplate, ScheduleDefinition
 

@@ -22,11 +22,11 @@ from typing import Any, Protocol
 
 import psycopg
 import pytest
-from guarantee_app import CLEANUP_SECONDS, HOLD, ORPHAN, QUICK
 from psycopg.rows import dict_row
 
 import tickwork
-from helpers import wait_until_sync
+from tests.support.helpers import wait_until_sync
+from tests.worker.guarantee_app import CLEANUP_SECONDS, HOLD, ORPHAN, QUICK
 from tickwork.schedules.definition import JobTemplate, ScheduleDefinition
 from tickwork.schedules.policies import ConcurrencyPolicy
 

@@ -23,9 +23,8 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from psycopg.rows import dict_row
 
-import limit_helpers
-import limit_strategies
 import tickwork
+from tests.schedules import limit_helpers, limit_strategies
 from tickwork.clock import SettableClock
 from tickwork.maintenance import firing
 from tickwork.schedules import limits

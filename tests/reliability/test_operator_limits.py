@@ -15,10 +15,9 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import limit_helpers
-import limit_strategies
-from helpers import wait_until
-from operator_harness import DEADLINE, Cluster, OperatorFactory, OperatorThread, row
+from tests.operator.harness import DEADLINE, Cluster, OperatorFactory, OperatorThread, row
+from tests.schedules import limit_helpers, limit_strategies
+from tests.support.helpers import wait_until
 from tickwork.operator.config import FINALIZER
 from tickwork.schedules import limits
 

@@ -16,8 +16,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from helpers import wait_until
-from operator_harness import Cluster, OperatorFactory, row
+from tests.operator.harness import Cluster, OperatorFactory, row
+from tests.support.helpers import wait_until
 from tickwork.operator.registry import OperatorConflict
 
 TICKWORK = str(Path(sys.executable).parent / "tickwork")

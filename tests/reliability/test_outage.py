@@ -20,7 +20,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 import tickwork
-from helpers import free_port, wait_until_sync
+from tests.support.helpers import free_port, wait_until_sync
 from tickwork.schedules.definition import JobTemplate, MisfirePolicy, ScheduleDefinition
 
 NS = "team"

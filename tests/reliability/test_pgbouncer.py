@@ -17,13 +17,13 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from fault_app import TICK, WORK
-from fault_helpers import TICKWORK, Fleet, runs
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 import tickwork
-from binaries import Unavailable, pgbouncer
-from helpers import free_port, wait_until_sync
+from tests.db.fault_app import TICK, WORK
+from tests.db.fault_helpers import TICKWORK, Fleet, runs
+from tests.support.binaries import Unavailable, pgbouncer
+from tests.support.helpers import free_port, wait_until_sync
 
 JOBS = 200
 SCHEDULES = """\

@@ -16,8 +16,8 @@ from typing import Any
 
 import psycopg
 
-from helpers import wait_until
-from operator_harness import DEADLINE, Cluster, OperatorFactory, row
+from tests.operator.harness import DEADLINE, Cluster, OperatorFactory, row
+from tests.support.helpers import wait_until
 from tickwork.maintenance import firing
 
 VICTIM: dict[str, Any] = {

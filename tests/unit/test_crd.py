@@ -14,8 +14,8 @@ import jsonschema
 import pytest
 import yaml
 
-import limit_helpers
-from schedule_helpers import NIGHTLY_DEFINITION
+from tests.schedules import limit_helpers
+from tests.support.schedule_helpers import NIGHTLY_DEFINITION
 from tickwork.cli import main
 from tickwork.model import Backoff
 from tickwork.operator.translate import translate

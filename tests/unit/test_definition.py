@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-import limit_helpers
+from tests.schedules import limit_helpers
 from tickwork.errors import InvalidInput, TickworkError
 from tickwork.model import Backoff
 from tickwork.schedules import definition as definition_module

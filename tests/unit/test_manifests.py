@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from schedule_helpers import NIGHTLY_DEFINITION
+from tests.support.schedule_helpers import NIGHTLY_DEFINITION
 from tickwork.errors import TickworkError
 from tickwork.schedules.definition import (
     IntervalMode,

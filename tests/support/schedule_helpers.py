@@ -1,5 +1,5 @@
 """Shared helpers of the schedule tests: definition factories, a firing pass at a pinned
-instant, and row readers. Import as ``import schedule_helpers`` (``tests/`` is on sys.path)."""
+instant, and row readers. Import as ``from tests.support import schedule_helpers``."""
 
 from __future__ import annotations
 
@@ -12,7 +12,9 @@ import psycopg
 from psycopg.rows import dict_row
 
 import tickwork
-from helpers import T0  # every test syncs at T0 (a Tuesday, midnight UTC) unless it says otherwise
+
+# every test syncs at T0 (a Tuesday, midnight UTC) unless it says otherwise
+from tests.support.helpers import T0
 from tickwork.maintenance import firing
 from tickwork.model import Backoff
 from tickwork.schedules.definition import (

@@ -22,8 +22,8 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from emulator import SCHEDULES, Emulator, kubeconfig, prepare
-from helpers import wait_until
+from tests.operator.emulator import SCHEDULES, Emulator, kubeconfig, prepare
+from tests.support.helpers import wait_until
 from tickwork.operator import runner
 from tickwork.operator.config import OperatorConfig
 

@@ -1,5 +1,6 @@
 """Schedule specs at and beyond each field's limit (``tickwork.schedules.limits``), shared by
-the unit, integration and reliability tests of the limits. Import as ``import limit_helpers``."""
+the tests of the limits in ``tests/schedules/`` and ``tests/operator/``. Import as
+``from tests.schedules import limit_helpers``."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import yaml
 from tickwork.cli import main
 from tickwork.schedules import limits
 
-CRD_PATH = Path(__file__).resolve().parents[1] / "crds" / "schedules.tickwork.io.yaml"
+CRD_PATH = Path(__file__).resolve().parents[2] / "crds" / "schedules.tickwork.io.yaml"
 LONGEST_ZONE = "America/Argentina/ComodRivadavia"
 """The longest IANA time zone name (32 characters)."""
 WIDE = "\N{MUSICAL SYMBOL G CLEF}"

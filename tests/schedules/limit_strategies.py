@@ -1,6 +1,7 @@
 """Hypothesis strategies for Schedule field values near and beyond their limits
 (``tickwork.schedules.limits``), shared by the reliability tests of ``tickwork sync`` and of
-the operator. Import as ``import limit_strategies``."""
+the operator. Import as
+``from tests.schedules import limit_strategies``."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-import limit_helpers
-from limit_helpers import WIDE
+from tests.schedules import limit_helpers
+from tests.schedules.limit_helpers import WIDE
 from tickwork.schedules import limits
 
 TEXT_ALPHABET = st.sampled_from(["a", "0", " ", "é", WIDE, "\x00", "\ud800", "\n", '"', "\\"])

@@ -2,7 +2,7 @@
 tests, a worker opened for one-shot calls or run in-process, polling with a deadline, and the
 target of worker processes for the multi-process tests.
 
-Import as ``import helpers`` (pytest puts ``tests/`` on ``sys.path`` for ``conftest.py``).
+Import as ``from tests.support import helpers``.
 """
 
 from __future__ import annotations
