@@ -1,6 +1,7 @@
 """Hypothesis strategies for Schedule field values near and beyond their limits
-(``tickwork.schedules.limits``), shared by the reliability tests of ``tickwork sync`` and of
-the operator. Import as
+(``tickwork.schedules.limits``), shared by the tests of ``tickwork sync``
+(``tests/schedules/test_limits.py``) and of the operator
+(``tests/operator/test_operator_limits.py``). Import as
 ``from tests.schedules import limit_strategies``."""
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.unit.test_crd import CRDS, to_json_schema
+from tests.schedules.test_crd import CRDS, to_json_schema
 from tickwork.schedules.definition import JobTemplate, ScheduleDefinition
 from tickwork.schedules.tenancy import (
     NAMESPACE_NOT_ALLOWED,
