@@ -1,5 +1,5 @@
 """The operator tests' fixtures live in ``tests/operator/harness.py`` (shared with
-``tests/reliability/``)."""
+``tests/firing/``)."""
 
 from tests.operator.harness import cluster, kmock_options, start_operator
 

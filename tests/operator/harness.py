@@ -1,6 +1,6 @@
 """The real operator (kopf, tickwork's handlers) against kmock's emulator and a real database.
 
-Shared by ``tests/operator/`` and ``tests/reliability/``, whose conftests re-export its
+Shared by ``tests/operator/`` and ``tests/firing/``, whose conftests re-export its
 fixtures (``cluster``, ``kmock_options``, ``start_operator``). Each test gets its own kmock
 server (``cluster``), database and operator thread. kopf runs in a thread with a loop of its
 own (the test's loop serves kmock); blocking calls from the test go through
