@@ -8,7 +8,7 @@ import socket
 
 import pytest
 
-from tests.acceptance.test_cli import one_line_error, tickwork_cmd
+from tests.cli.test_cli import one_line_error, tickwork_cmd
 from tickwork import devmode
 from tickwork.admin.settings import AdminSettings
 from tickwork.operator.config import OperatorConfig

@@ -12,7 +12,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.acceptance.test_cli import jobs_json, ok, one_line_error, tickwork_cmd
+from tests.cli.test_cli import jobs_json, ok, one_line_error, tickwork_cmd
 
 NS = "billing"
 SCHEDULE_KEYS = frozenset(

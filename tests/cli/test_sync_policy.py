@@ -9,8 +9,8 @@ from pathlib import Path
 
 import psycopg
 
-from tests.acceptance.test_cli import ok, one_line_error, tickwork_cmd
-from tests.acceptance.test_schedules_cli import manifest, write
+from tests.cli.test_cli import ok, one_line_error, tickwork_cmd
+from tests.cli.test_schedules_cli import manifest, write
 
 POLICY = """\
 apiVersion: tickwork.io/v1
