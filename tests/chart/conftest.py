@@ -1,4 +1,4 @@
-"""Fixtures of the chart tests: a real ``helm`` binary (see ``tests/binaries.py``) and
+"""Fixtures of the chart tests: a real ``helm`` binary (see ``tests/support/binaries.py``) and
 renderings of ``helm/tickwork`` for a matrix of values, parsed into objects."""
 
 from __future__ import annotations
