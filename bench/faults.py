@@ -1,11 +1,11 @@
-"""Connection cuts for longer: the soak of tests/reliability/test_connection_faults.py.
+"""Connection cuts for longer: the soak of tests/db/test_connection_faults.py.
 
     python bench/faults.py                                  # 3,000 jobs, cuts for 15 s
     python bench/faults.py --jobs 10000 --cut-seconds 120 --workers 4
     python bench/faults.py --database-url postgresql://postgres@127.0.0.1:5432/postgres
 
 ``--workers`` ``tickwork worker`` processes (default settings: 30 s leases, 10 s heartbeat)
-serve tests/reliability/fault_app.py through a TCP proxy that resets every connection every
+serve tests/db/fault_app.py through a TCP proxy that resets every connection every
 ``--cut-min``..``--cut-max`` seconds for ``--cut-seconds``, while ``--jobs`` jobs of
 ``--work-seconds`` drain and two every-second schedules fire. Then the cuts stop. Prints: jobs
 run, bodies run more than once, attempts beyond the first, duplicate occurrences, jobs
@@ -30,12 +30,12 @@ from pathlib import Path
 import psycopg
 import servers
 
-sys.path.insert(0, str(Path(__file__).parent.parent / "tests" / "reliability"))
-from fault_app import TICK, WORK
-from fault_helpers import CutProxy, Fleet, runs
+sys.path.insert(0, str(Path(__file__).parent.parent))
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 import tickwork
+from tests.db.fault_app import TICK, WORK
+from tests.db.fault_helpers import CutProxy, Fleet, runs
 from tickwork.db import migrate
 from tickwork.schedules.definition import JobTemplate, ScheduleDefinition
 

@@ -4,8 +4,9 @@
     python bench/operator_sync.py --schedules 5000
 
 Runs the real operator (kopf and tickwork's handlers, in a thread of its own, as in the
-tests) against kmock's Kubernetes emulator (``tests/emulator.py``) and a database of its own
-(on the server of ``--database-url``, or a private PostgreSQL with its default durability).
+tests) against kmock's Kubernetes emulator (``tests/operator/emulator.py``) and a database of
+its own (on the server of ``--database-url``, or a private PostgreSQL with its default
+durability).
 Named ``operator_sync.py``, not ``operator.py``: a script's folder comes first on
 ``sys.path``, and a file ``operator.py`` there would shadow the standard library's.
 
@@ -31,11 +32,11 @@ import kmock
 import prometheus_client
 import psycopg
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import servers
 
-from emulator import SCHEDULES, Emulator, kubeconfig, prepare
+from tests.operator.emulator import SCHEDULES, Emulator, kubeconfig, prepare
 from tickwork.db import migrate
 from tickwork.operator import runner
 from tickwork.operator.config import OperatorConfig

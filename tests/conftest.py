@@ -19,8 +19,8 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
-import helpers
 import tickwork
+from tests.support import helpers
 from tickwork.clock import SettableClock
 from tickwork.db import migrate
 from tickwork.db.embedded import EmbeddedPostgres

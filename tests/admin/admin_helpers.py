@@ -13,8 +13,8 @@ from typing import Any
 import psycopg
 from aiohttp.test_utils import TestClient
 
-import helpers
-from schedule_helpers import cron, every
+from tests.support import helpers
+from tests.support.schedule_helpers import cron, every
 from tickwork.admin.auth import Credentials, parse_credentials
 from tickwork.db import store
 from tickwork.db import workers as workers_db

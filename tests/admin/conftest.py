@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-import admin_helpers
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 import tickwork
+from tests.admin import admin_helpers
 from tickwork.admin import server
 from tickwork.admin.console import Console
 from tickwork.admin.settings import AdminSettings

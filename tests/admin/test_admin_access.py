@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import base64
 
-import admin_helpers
 import psycopg
 import pytest
-from admin_helpers import OPERATOR, OPERATOR_SECRET, VIEWER
 from aiohttp.test_utils import TestClient
 
-import helpers
 import tickwork
+from tests.admin import admin_helpers
+from tests.admin.admin_helpers import OPERATOR, OPERATOR_SECRET, VIEWER
+from tests.support import helpers
 
 API_GETS = [
     "/api/whoami",

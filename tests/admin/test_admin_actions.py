@@ -6,15 +6,15 @@ from __future__ import annotations
 
 from typing import Any
 
-import admin_helpers
 import psycopg
 import pytest
-from admin_helpers import OPERATOR
 from aiohttp.test_utils import TestClient
 
-import helpers
 import tickwork
-from schedule_helpers import every
+from tests.admin import admin_helpers
+from tests.admin.admin_helpers import OPERATOR
+from tests.support import helpers
+from tests.support.schedule_helpers import every
 from tickwork.clock import SettableClock
 
 

@@ -11,17 +11,16 @@ import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import admin_helpers
 import psycopg
 import pytest
-from admin_helpers import XSS
 from aiohttp.test_utils import TestClient
 from playwright.async_api import Browser, Page, async_playwright, expect
 
-import binaries
-import helpers
 import tickwork
-from schedule_helpers import every
+from tests.admin import admin_helpers
+from tests.admin.admin_helpers import XSS
+from tests.support import binaries, helpers
+from tests.support.schedule_helpers import every
 from tickwork.clock import SettableClock
 from tickwork.maintenance import firing
 

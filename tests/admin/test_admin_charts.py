@@ -7,12 +7,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import admin_helpers
 import psycopg
-from admin_helpers import OPERATOR, TEAM_A
 from aiohttp.test_utils import TestClient
 
 import tickwork
+from tests.admin import admin_helpers
+from tests.admin.admin_helpers import OPERATOR, TEAM_A
 
 _RECT = re.compile(r"<rect><title>([^<]*)</title></rect>|<rect ([^>]*)>")
 _ATTR = re.compile(r'([a-z]+)="([^"]*)"')

@@ -14,14 +14,14 @@ import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import admin_helpers
 import prometheus_client
 import pytest
-from admin_helpers import OPERATOR, OPERATOR_SECRET, VIEWER_SECRET
 from aiohttp import ClientSession, TCPConnector, web
 from aiohttp.test_utils import TestClient, TestServer
 
 import tickwork
+from tests.admin import admin_helpers
+from tests.admin.admin_helpers import OPERATOR, OPERATOR_SECRET, VIEWER_SECRET
 from tickwork import http
 from tickwork.admin import server
 from tickwork.admin.auth import Credentials, FailureLimiter, Lock, parse_credentials

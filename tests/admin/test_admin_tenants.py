@@ -7,14 +7,14 @@ from __future__ import annotations
 
 from typing import Any
 
-import admin_helpers
 import psycopg
 import pytest
-from admin_helpers import OPERATOR, TEAM_A, VIEWER
 from aiohttp.test_utils import TestClient
 
 import tickwork
-from schedule_helpers import every
+from tests.admin import admin_helpers
+from tests.admin.admin_helpers import OPERATOR, TEAM_A, VIEWER
+from tests.support.schedule_helpers import every
 from tickwork.admin.security import HEADERS
 
 

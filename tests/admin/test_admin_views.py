@@ -7,15 +7,15 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import admin_helpers
 import psycopg
 import pytest
-from admin_helpers import BILLING, K8S, OPERATOR, VIEWER, XSS
 from aiohttp.test_utils import TestClient
 
-import helpers
 import tickwork
-from schedule_helpers import every
+from tests.admin import admin_helpers
+from tests.admin.admin_helpers import BILLING, K8S, OPERATOR, VIEWER, XSS
+from tests.support import helpers
+from tests.support.schedule_helpers import every
 from tickwork.admin.settings import AdminSettings
 from tickwork.clock import SettableClock
 from tickwork.maintenance import firing

@@ -13,11 +13,11 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-import metric_catalog
 import pytest
 import yaml
 
-import binaries
+from tests.alerts import metric_catalog
+from tests.support import binaries
 from tickwork.cli import build_parser
 
 HERE = Path(__file__).resolve().parent

@@ -11,11 +11,11 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-import metric_catalog
 import pytest
 import yaml
 
-import binaries
+from tests.alerts import metric_catalog
+from tests.support import binaries
 
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = ROOT / "helm" / "tickwork" / "files" / "dashboards" / "tickwork.json"

@@ -12,13 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-import metric_catalog
 import psycopg
 from prometheus_client.parser import text_string_to_metric_families
 
 import tickwork
-from helpers import at, running, settings, wait_until
-from schedule_helpers import every
+from tests.alerts import metric_catalog
+from tests.support.helpers import at, running, settings, wait_until
+from tests.support.schedule_helpers import every
 from tickwork import metrics
 from tickwork.clock import SettableClock
 from tickwork.http import ProbeServer, database_readiness

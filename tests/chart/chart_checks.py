@@ -13,7 +13,8 @@ from typing import Any
 import jsonschema
 import kubernetes_validate
 import yaml
-from chart_render import CHART, Rendering, component_of
+
+from tests.chart.chart_render import CHART, Rendering, component_of
 
 KUBERNETES_VERSION = "1.33.0"
 

@@ -1,12 +1,12 @@
-"""Fixtures of the chart tests: a real ``helm`` binary (see ``tests/binaries.py``) and
+"""Fixtures of the chart tests: a real ``helm`` binary (see ``tests/support/binaries.py``) and
 renderings of ``helm/tickwork`` for a matrix of values, parsed into objects."""
 
 from __future__ import annotations
 
-import chart_render
 import pytest
 
-import binaries
+from tests.chart import chart_render
+from tests.support import binaries
 
 
 @pytest.fixture(scope="session")

@@ -7,11 +7,11 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
-import chart_checks
-import chart_render
 import pytest
 import yaml
-from chart_render import Document, Rendering
+
+from tests.chart import chart_checks, chart_render
+from tests.chart.chart_render import Document, Rendering
 
 Break = Callable[[Rendering], None]
 

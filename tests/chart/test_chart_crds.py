@@ -7,9 +7,10 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-import chart_render
 import yaml
-from chart_render import Helm, Rendering
+
+from tests.chart import chart_render
+from tests.chart.chart_render import Helm, Rendering
 
 TICKWORK_CRDS = ("schedules.tickwork.io", "tenantpolicies.tickwork.io")
 KEEP = {"helm.sh/resource-policy": "keep"}

@@ -8,10 +8,10 @@ import json
 import re
 import tomllib
 
-import chart_checks
-import chart_render
 import yaml
-from chart_render import CHART, ROOT
+
+from tests.chart import chart_checks, chart_render
+from tests.chart.chart_render import CHART, ROOT
 
 GUIDE = ROOT / "docs" / "deployment.md"
 TEXT = GUIDE.read_text()

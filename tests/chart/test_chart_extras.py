@@ -6,9 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import chart_checks
-import chart_render
-from chart_render import Helm
+from tests.chart import chart_checks, chart_render
+from tests.chart.chart_render import Helm
 
 VOLUME = {"name": "db-ca", "secret": {"secretName": "db-ca"}}
 MOUNT = {"name": "db-ca", "mountPath": "/etc/db-ca", "readOnly": True}

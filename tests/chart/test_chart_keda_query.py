@@ -8,10 +8,11 @@ own queues and namespaces only."""
 
 from __future__ import annotations
 
-import chart_render
 import psycopg
 import pytest
-from chart_render import Rendering
+
+from tests.chart import chart_render
+from tests.chart.chart_render import Rendering
 
 
 def query_of(rendering: Rendering) -> str:

@@ -9,10 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import chart_checks
 import pytest
 import yaml
-from chart_render import (
+
+from tests.chart import chart_checks
+from tests.chart.chart_render import (
     CHART,
     MATRIX,
     NAMESPACE,

@@ -7,8 +7,9 @@ from __future__ import annotations
 import shlex
 import subprocess
 
-import chart_render
 import yaml
+
+from tests.chart import chart_render
 
 README = chart_render.ROOT / "README.md"
 

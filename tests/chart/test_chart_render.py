@@ -11,13 +11,12 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-import chart_checks
-import chart_render
 import pytest
 import yaml
-from chart_render import CHART, MATRIX, NAMESPACE, SECRET_MARKERS, Helm, Rendering
 
-import binaries
+from tests.chart import chart_checks, chart_render
+from tests.chart.chart_render import CHART, MATRIX, NAMESPACE, SECRET_MARKERS, Helm, Rendering
+from tests.support import binaries
 
 CHECKS = {check.__name__: check for check in chart_checks.ALL_CHECKS}
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-import chart_render
 import pytest
 
+from tests.chart import chart_render
 from tickwork.cli import build_parser
 from tickwork.operator.config import OperatorConfig
 from tickwork.settings import (

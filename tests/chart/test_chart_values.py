@@ -8,10 +8,11 @@ import re
 from pathlib import Path
 from typing import Any
 
-import chart_render
 import pytest
 import yaml
-from chart_render import CHART, Helm
+
+from tests.chart import chart_render
+from tests.chart.chart_render import CHART, Helm
 
 
 def test_helm_lint_passes(helm: Helm, tmp_path: Path) -> None:

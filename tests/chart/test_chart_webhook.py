@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import chart_render
 import pytest
-from chart_render import NAMESPACE, Helm, Rendering
 
+from tests.chart import chart_render
+from tests.chart.chart_render import NAMESPACE, Helm, Rendering
 from tickwork.operator import webhook
 
 OPERATOR_CLUSTER_RULES = [

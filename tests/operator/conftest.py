@@ -1,6 +1,6 @@
-"""The operator tests' fixtures live in ``tests/operator_harness.py`` (shared with
-``tests/reliability/``)."""
+"""The operator tests' fixtures live in ``tests/operator/harness.py`` (shared with
+``tests/firing/``)."""
 
-from operator_harness import cluster, kmock_options, start_operator
+from tests.operator.harness import cluster, kmock_options, start_operator
 
 __all__ = ["cluster", "kmock_options", "start_operator"]

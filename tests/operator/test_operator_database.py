@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from helpers import wait_until
-from operator_harness import DEADLINE, Cluster, OperatorThread, operator_config, row
+from tests.operator.harness import DEADLINE, Cluster, OperatorThread, operator_config, row
+from tests.support.helpers import wait_until
 from tickwork.db import migrate
 from tickwork.db.embedded import EmbeddedPostgres
 

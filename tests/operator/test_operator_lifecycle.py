@@ -8,9 +8,9 @@ from typing import Any
 
 import psycopg
 
-import schedule_helpers
-from helpers import wait_until
-from operator_harness import Cluster, OperatorFactory, row
+from tests.operator.harness import Cluster, OperatorFactory, row
+from tests.support import schedule_helpers
+from tests.support.helpers import wait_until
 from tickwork.maintenance import firing
 
 EVERY_MINUTE: dict[str, Any] = {"schedule": "*/1 * * * *", "job": {"kind": "s.job"}}

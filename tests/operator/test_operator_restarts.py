@@ -7,8 +7,8 @@ from typing import Any
 
 import psycopg
 
-from helpers import wait_until
-from operator_harness import Cluster, OperatorFactory, row
+from tests.operator.harness import Cluster, OperatorFactory, row
+from tests.support.helpers import wait_until
 
 SPEC: dict[str, Any] = {"schedule": "0 * * * *", "job": {"kind": "s.job"}}
 

@@ -1,0 +1,289 @@
+"""Connection faults tried from outside: ``tickwork worker`` processes at default leases
+(30 s) while every connection is cut every 1-2 s, or PostgreSQL crashes and restarts
+(``pg_ctl -m immediate restart``), with jobs draining and every-second schedules firing.
+Every job runs, and its body only once (counted by the task in a file per process), no
+occurrence twice, nothing is left running once the faults stop (within seconds, not the
+lease time), and no worker exits. A worker paused (SIGSTOP) until its lease was recovered
+has its late writes fenced when it resumes."""
+
+from __future__ import annotations
+
+import random
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+import tickwork
+from tests.db.fault_app import TICK, WORK
+from tests.db.fault_helpers import CutProxy, Fleet, runs, runs_by_process
+from tests.support.helpers import wait_until_sync
+from tickwork.db import connections, migrate
+from tickwork.db.embedded import EmbeddedPostgres, find_bindir
+from tickwork.schedules.definition import JobTemplate, ScheduleDefinition
+
+JOBS = 300
+FAULT_SECONDS = 10.0
+RECOVERY_SECONDS = 8.0
+"""Everything settled this soon after the faults stop; the lease (30 s) is far longer."""
+
+
+@pytest.fixture
+def fleet(tmp_path: Path) -> Iterator[Fleet]:
+    (tmp_path / "runs").mkdir()
+    fleet = Fleet(tmp_path / "runs", tmp_path)
+    yield fleet
+    fleet.stop()
+
+
+def _through(url: str, proxy: CutProxy) -> str:
+    return make_conninfo(url, host="127.0.0.1", port=str(proxy.port))
+
+
+def _proxy_to(url: str) -> CutProxy:
+    params = conninfo_to_dict(url)
+    return CutProxy(str(params.get("host") or "127.0.0.1"), int(params.get("port") or 5432))
+
+
+def _prepare(url: str) -> list[int]:
+    """Two every-second schedules in namespace ``faults`` and JOBS jobs to drain."""
+    app = tickwork.App(url)
+    try:
+        app.sync_schedules(
+            "faults",
+            [
+                ScheduleDefinition(
+                    name=name, every=timedelta(seconds=1), job=JobTemplate(kind=TICK)
+                )
+                for name in ("tick-a", "tick-b")
+            ],
+        )
+        return list(app.enqueue_many(WORK, [{} for _ in range(JOBS)]))
+    finally:
+        app.close()
+
+
+def _settled(conn: psycopg.Connection, since: float) -> bool:
+    """Every work job succeeded, and no job is running that started before ``since``
+    seconds ago (schedule jobs keep being fired and run meanwhile)."""
+    row = conn.execute(
+        "SELECT count(*) FILTER (WHERE kind = %s AND status <> 'succeeded'),"
+        " count(*) FILTER (WHERE status = 'running'"
+        "                  AND started_at < now() - make_interval(secs => %s))"
+        " FROM tickwork.jobs",
+        (WORK, time.monotonic() - since + 1.0),
+    ).fetchone()
+    return row == (0, 0)
+
+
+def _check(conn: psycopg.Connection, fleet: Fleet, ids: list[int]) -> None:
+    statuses = dict(
+        conn.execute(
+            "SELECT status::text, count(*) FROM tickwork.jobs WHERE kind = %s GROUP BY 1", (WORK,)
+        ).fetchall()
+    )
+    assert statuses == {"succeeded": JOBS}
+    ran = runs(fleet.runs)
+    assert {job: n for job, n in ran.items() if n > 1} == {}, "a body ran twice"
+    assert all(ran[job] == 1 for job in ids), "a job never ran"
+    attempts = conn.execute(
+        "SELECT count(*) FROM tickwork.jobs WHERE attempt > 1 OR last_error IS NOT NULL"
+    ).fetchone()
+    assert attempts == (0,), "a job was retried: its outcome was lost"
+    duplicates = conn.execute(
+        "SELECT schedule_name, occurrence_at FROM tickwork.jobs WHERE schedule_name IS NOT NULL"
+        " GROUP BY 1, 2 HAVING count(*) > 1"
+    ).fetchall()
+    assert duplicates == []
+    ticks = conn.execute(
+        "SELECT count(*) FROM tickwork.jobs WHERE kind = %s AND status = 'succeeded'", (TICK,)
+    ).fetchone()
+    assert ticks is not None and ticks[0] >= FAULT_SECONDS, "the schedules kept firing"
+    assert fleet.exits() == "", "no worker exits"
+    assert fleet.lines("action=lease_recovered") == [], "no lease ran out"
+    assert fleet.lines("action=worker_crashed") == []
+
+
+def _wait_settled(conn: psycopg.Connection, faults_over: float) -> float:
+    wait_until_sync(
+        lambda: _settled(conn, faults_over),
+        timeout=RECOVERY_SECONDS,
+        what="every job succeeded and nothing left running (the lease is 30 s)",
+    )
+    return time.monotonic() - faults_over
+
+
+def test_workers_ride_out_connections_cut_every_second_or_two(
+    database_url: str, conn: psycopg.Connection, fleet: Fleet
+) -> None:
+    ids = _prepare(database_url)
+    proxy = _proxy_to(database_url)
+    try:
+        for name in ("w1", "w2", "w3"):
+            fleet.start(name, _through(database_url, proxy), namespaces="faults", concurrency=4)
+        end = time.monotonic() + FAULT_SECONDS
+        cut = 0
+        while time.monotonic() < end:
+            time.sleep(random.uniform(1.0, 2.0))
+            cut += proxy.cut()
+        faults_over = time.monotonic()
+        assert cut >= 5 * 3, "connections of every worker were cut, again and again"
+        _wait_settled(conn, faults_over)
+        _check(conn, fleet, ids)
+        for name in fleet.processes:  # said once per outage, not once per attempt
+            log = fleet.log(name)
+            assert log.count("action=claim_failed") <= proxy.cuts
+            assert log.count("action=heartbeat_failed") <= proxy.cuts
+    finally:
+        proxy.close()
+
+
+@pytest.fixture
+def restartable() -> Iterator[tuple[EmbeddedPostgres, Path]]:
+    """A durable PostgreSQL of this test's own (a crash loses no acknowledged commit)."""
+    bindir = find_bindir()
+    if bindir is None:
+        pytest.skip("pg_ctl is needed to restart PostgreSQL (no server binaries installed)")
+    with tempfile.TemporaryDirectory(prefix="tickwork-faults-") as tmp:
+        Path(tmp).chmod(0o777)
+        server = EmbeddedPostgres(Path(tmp) / "pg")
+        server.start()
+        try:
+            yield server, bindir
+        finally:
+            _pg_ctl(server, bindir, "stop", "-m", "fast")  # the restarted postmaster
+            server.stop()
+
+
+def _pg_ctl(server: EmbeddedPostgres, bindir: Path, *args: str) -> None:
+    pg_ctl = [str(bindir / "pg_ctl"), "-D", str(server.cluster_dir), "-w"]
+    log = ["-l", str(server.cluster_dir / "restart.log")]
+    subprocess.run(["runuser", "-u", "postgres", "--", *pg_ctl, *log, *args], capture_output=True)
+
+
+def test_workers_ride_out_a_postgresql_crash_and_restart(
+    restartable: tuple[EmbeddedPostgres, Path], fleet: Fleet
+) -> None:
+    server, bindir = restartable
+    url = server.conninfo
+    migrate.apply(url)
+    ids = _prepare(url)
+    for name in ("w1", "w2"):
+        fleet.start(name, url, namespaces="faults", concurrency=6)
+    with psycopg.connect(url, autocommit=True) as conn:
+        wait_until_sync(
+            lambda: (
+                conn.execute(
+                    "SELECT count(*) FROM tickwork.jobs WHERE status = 'succeeded'"
+                ).fetchone()
+                >= (20,)
+            ),
+            timeout=20,
+            what="the drain to begin",
+        )
+    _pg_ctl(server, bindir, "restart", "-m", "immediate")
+    time.sleep(2.0)
+    _pg_ctl(server, bindir, "restart", "-m", "immediate")
+    faults_over = time.monotonic()
+    with psycopg.connect(url, autocommit=True) as conn:
+        _wait_settled(conn, faults_over)
+        _check(conn, fleet, ids)
+
+
+def test_a_paused_worker_whose_lease_was_recovered_is_fenced_when_it_resumes(
+    database_url: str, conn: psycopg.Connection, fleet: Fleet
+) -> None:
+    app = tickwork.App(database_url)
+    try:
+        (job_id,) = app.enqueue_many(WORK, [{"seconds": 2.0}])
+    finally:
+        app.close()
+    proxy = _proxy_to(database_url)
+    fast = dict(lease_seconds=3, heartbeat_seconds=1, maintenance_seconds=0.5)
+    try:
+        first = fleet.start("w1", _through(database_url, proxy), **fast)
+        wait_until_sync(
+            lambda: (
+                conn.execute(
+                    "SELECT picked_by FROM tickwork.jobs WHERE id = %s", (job_id,)
+                ).fetchone()
+                == ("w1",)
+            ),
+            timeout=20,
+            what="w1 to run the job",
+        )
+        first.send_signal(signal.SIGSTOP)
+        proxy.cut()  # its connections are gone too: it retries its writes when it resumes
+        fleet.start("w2", _through(database_url, proxy), **fast)
+        wait_until_sync(
+            lambda: (
+                conn.execute(
+                    "SELECT status::text, attempt, picked_by FROM tickwork.jobs WHERE id = %s",
+                    (job_id,),
+                ).fetchone()
+                == ("succeeded", 2, "w2")
+            ),
+            timeout=30,
+            what="the lease recovered and the job run again by w2",
+        )
+        before = conn.execute("SELECT * FROM tickwork.jobs WHERE id = %s", (job_id,)).fetchone()
+        first.send_signal(signal.SIGCONT)
+        wait_until_sync(
+            lambda: (
+                "job_lost" in fleet.log("w1")
+                or "outcome_unconfirmed" in fleet.log("w1")
+                or "version_mismatch" in fleet.log("w1")
+            ),
+            timeout=20,
+            what="w1 to find the job no longer its own",
+        )
+        time.sleep(1.0)
+        after = conn.execute("SELECT * FROM tickwork.jobs WHERE id = %s", (job_id,)).fetchone()
+        assert after == before, "the late writes of w1 changed nothing"
+        assert fleet.exits() == ""
+        by_process = runs_by_process(fleet.runs)
+        assert sorted(by_process.get(fleet.processes["w2"].pid, [])) == [(job_id, 2)]
+    finally:
+        proxy.close()
+
+
+def test_a_multi_host_url_reaches_the_server_that_answers(
+    database_url: str, conn: psycopg.Connection, fleet: Fleet
+) -> None:
+    """HA PostgreSQL: libpq tries the hosts in turn and keeps the read-write one."""
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        dead_port = closed.getsockname()[1]
+    live_port = conninfo_to_dict(database_url).get("port") or 5432
+    url = make_conninfo(
+        database_url,
+        host="127.0.0.1,127.0.0.1",
+        port=f"{dead_port},{live_port}",
+        target_session_attrs="read-write",
+    )
+    connections.check(url)
+    app = tickwork.App(url)
+    try:
+        job_id = app.enqueue(WORK, {"seconds": 0})
+    finally:
+        app.close()
+    fleet.start("w1", url)
+    wait_until_sync(
+        lambda: (
+            conn.execute(
+                "SELECT status::text FROM tickwork.jobs WHERE id = %s", (job_id,)
+            ).fetchone()
+            == ("succeeded",)
+        ),
+        timeout=20,
+        what="the job to run through the multi-host URL",
+    )
+    assert fleet.exits() == ""

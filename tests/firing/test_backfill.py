@@ -1,0 +1,185 @@
+"""Backfill (the jobs of a past range, through the occurrence keys: idempotent, and only the
+missing ones over a range already fired), manual triggers, and the audit of both."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg.rows import dict_row
+
+import tickwork
+from tests.support.schedule_helpers import NS, at, cron, every, fire, jobs, occurrences, schedule
+from tickwork.clock import SettableClock
+from tickwork.errors import InvalidInput, InvalidTransition, ScheduleNotFound
+from tickwork.schedules.definition import ConcurrencyPolicy, IntervalMode, JobTemplate
+from tickwork.schedules.operations import MAX_BACKFILL, BackfillReport
+
+
+def _audit(conn: psycopg.Connection[Any]) -> list[dict[str, Any]]:
+    with conn.cursor(row_factory=dict_row) as cur:
+        return cur.execute("SELECT * FROM tickwork.audit_log ORDER BY id").fetchall()
+
+
+def test_backfill_creates_the_jobs_of_every_occurrence_in_the_range(
+    app: tickwork.App, conn: psycopg.Connection[Any], clock: SettableClock
+) -> None:
+    app.sync_schedules(NS, [cron("hourly", "0 * * * *")])
+    clock.set(at(86400))
+    report = app.backfill(NS, "hourly", at(3 * 3600), at(6 * 3600), actor="alice", reason="gap")
+    assert report == BackfillReport(created=4, existing=0)  # both ends included
+    assert occurrences(conn, "hourly") == [at(h * 3600) for h in (3, 4, 5, 6)]
+    assert {job["run_at"] for job in jobs(conn)} == set(occurrences(conn, "hourly"))
+    (entry,) = _audit(conn)
+    assert (entry["actor"], entry["action"], entry["target"]) == (
+        "alice",
+        "backfill",
+        "schedule:ns/hourly",
+    )
+    assert (entry["reason"], entry["details"]["created"]) == ("gap", 4)
+
+
+def test_backfill_twice_creates_nothing_twice(
+    app: tickwork.App, conn: psycopg.Connection[Any], clock: SettableClock
+) -> None:
+    app.sync_schedules(NS, [every("tick", 60)])
+    clock.set(at(3600))
+    assert app.backfill(NS, "tick", at(0), at(599)) == BackfillReport(created=10, existing=0)
+    assert app.backfill(NS, "tick", at(0), at(599)) == BackfillReport(created=0, existing=10)
+    assert app.backfill(NS, "tick", at(300), at(900)) == BackfillReport(created=6, existing=5)
+    assert len(jobs(conn)) == 16
+
+
+async def test_backfill_over_a_fired_range_creates_only_the_missing_ones(
+    app: tickwork.App,
+    aconn: psycopg.AsyncConnection[Any],
+    conn: psycopg.Connection[Any],
+    clock: SettableClock,
+) -> None:
+    app.sync_schedules(NS, [every("tick", 60, starting_deadline_seconds=10)])
+    await fire(aconn, at(60))
+    await fire(aconn, at(300))  # 120 ... 240 missed (Latest fires 240), 300 on time
+    assert occurrences(conn, "tick") == [at(60), at(300)]
+    clock.set(at(400))
+    report = app.backfill(NS, "tick", at(60), at(300))
+    assert report == BackfillReport(created=3, existing=2)
+    assert occurrences(conn, "tick") == [at(60 * k) for k in range(1, 6)]
+    await fire(aconn, at(360))  # firing goes on as before
+    assert occurrences(conn, "tick")[-1] == at(360)
+
+
+def test_backfill_ignores_overlap_policies_and_carries_state(
+    app: tickwork.App, conn: psycopg.Connection[Any], clock: SettableClock
+) -> None:
+    app.sync_schedules(
+        NS, [every("tick", 60, concurrency_policy=ConcurrencyPolicy.FORBID, jitter_seconds=5)]
+    )
+    conn.execute("UPDATE tickwork.schedules SET state = '{\"cursor\": 9}'")
+    clock.set(at(3600))
+    assert app.backfill(NS, "tick", at(60), at(180)).created == 3
+    for job in jobs(conn):
+        assert job["payload"] == {"cursor": 9}
+        assert timedelta(0) <= job["run_at"] - job["occurrence_at"] <= timedelta(seconds=5)
+
+
+def test_backfill_refuses_what_it_cannot_do(
+    app: tickwork.App, conn: psycopg.Connection[Any], clock: SettableClock
+) -> None:
+    app.sync_schedules(
+        NS,
+        [
+            every("second", 1),
+            every("delay", 60, interval_mode=IntervalMode.FIXED_DELAY),
+            every("gone", 60),
+        ],
+    )
+    app.sync_schedules(
+        NS, [every("second", 1), every("delay", 60, interval_mode=IntervalMode.FIXED_DELAY)]
+    )
+    clock.set(at(10 * 86400))
+    with pytest.raises(InvalidInput, match=f"more than {MAX_BACKFILL}"):
+        app.backfill(NS, "second", at(0), at(MAX_BACKFILL))
+    assert app.backfill(NS, "second", at(1), at(MAX_BACKFILL)).created == MAX_BACKFILL
+    with pytest.raises(InvalidInput, match="future"):
+        app.backfill(NS, "second", at(0), at(11 * 86400))
+    with pytest.raises(InvalidInput, match="before start"):
+        app.backfill(NS, "second", at(60), at(0))
+    with pytest.raises(InvalidInput, match="FixedDelay"):
+        app.backfill(NS, "delay", at(0), at(600))
+    with pytest.raises(InvalidTransition, match="disabled"):
+        app.backfill(NS, "gone", at(0), at(600))
+    with pytest.raises(ScheduleNotFound):
+        app.backfill(NS, "nope", at(0), at(600))
+    assert len(_audit(conn)) == 1
+
+
+# --- trigger and run_now --------------------------------------------------------------------------
+
+
+def test_trigger_creates_one_job_now_outside_the_timetable_and_audits_it(
+    app: tickwork.App, conn: psycopg.Connection[Any], clock: SettableClock
+) -> None:
+    template = JobTemplate(kind="report", payload={"scope": "all"}, priority=4)
+    app.sync_schedules(NS, [cron("nightly", "0 2 * * *", job=template, suspend=True)])
+    clock.set(at(100))
+    job_id = app.trigger(NS, "nightly", actor="bob", reason="rerun", request_id="req-1")
+    (job,) = jobs(conn)
+    assert job["id"] == job_id
+    assert (job["schedule_namespace"], job["schedule_name"], job["occurrence_at"]) == (
+        NS,
+        "nightly",
+        None,
+    )
+    assert (job["kind"], job["payload"], job["priority"], job["run_at"]) == (
+        "report",
+        {"scope": "all"},
+        4,
+        at(100),
+    )
+    assert (
+        app.trigger(NS, "nightly", actor="bob") != job_id
+    )  # no occurrence key: a new job each time
+    row = schedule(conn, "nightly")
+    assert row["last_occurrence_at"] is None
+    (entry, _) = _audit(conn)
+    assert (entry["actor"], entry["action"], entry["target"]) == (
+        "bob",
+        "trigger",
+        "schedule:ns/nightly",
+    )
+    assert (entry["reason"], entry["request_id"], entry["details"]) == (
+        "rerun",
+        "req-1",
+        {"job_id": job_id},
+    )
+
+
+def test_trigger_refuses_unknown_and_disabled_schedules(app: tickwork.App) -> None:
+    app.sync_schedules(NS, [cron("a", "0 * * * *")])
+    app.sync_schedules(NS, [])
+    with pytest.raises(InvalidTransition):
+        app.trigger(NS, "a", actor="bob")
+    with pytest.raises(ScheduleNotFound):
+        app.trigger(NS, "b", actor="bob")
+
+
+async def test_run_now_releases_a_jittered_occurrence_and_audits_it(
+    app: tickwork.App,
+    aconn: psycopg.AsyncConnection[Any],
+    conn: psycopg.Connection[Any],
+    clock: SettableClock,
+) -> None:
+    app.sync_schedules(NS, [every("tick", 600, jitter_seconds=300)])
+    await fire(aconn, at(600))
+    (job,) = jobs(conn)
+    clock.set(at(600))
+    app.run_now(job["id"], actor="carol", reason="now please")
+    assert jobs(conn)[0]["run_at"] == at(600)
+    (entry,) = _audit(conn)
+    assert (entry["actor"], entry["action"], entry["target"]) == (
+        "carol",
+        "run_now",
+        f"job:{job['id']}",
+    )

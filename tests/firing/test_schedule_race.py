@@ -1,0 +1,163 @@
+"""Several processes firing one namespace: a process killed inside its firing transaction
+leaves nothing behind and another fires the occurrence; three workers racing on every-second
+schedules make exactly one job per occurrence and miss none."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import psycopg
+import pytest
+
+import tickwork
+from tests.support.helpers import stop_processes, wait_until_sync
+from tests.support.schedule_helpers import (
+    NS,
+    T0,
+    at,
+    every,
+    fire,
+    fire_in_process,
+    jobs,
+    occurrences,
+    schedule,
+    serve_schedules,
+)
+from tickwork.clock import SettableClock
+from tickwork.db.queries import QUERIES
+
+Start = Any
+
+FREEZE_LOCK = 4242
+"""Advisory lock the test holds; the test-only trigger below waits for it."""
+
+# Installed in the test's own database only: an update of tickwork.schedules (the firing
+# pass's last statement, after its jobs were inserted) waits until the test lets go.
+FREEZE = f"""
+CREATE FUNCTION public.freeze_schedule_updates() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_advisory_xact_lock({FREEZE_LOCK});
+    RETURN NEW;
+END;
+$$;
+CREATE TRIGGER freeze_updates BEFORE UPDATE ON tickwork.schedules
+    FOR EACH ROW EXECUTE FUNCTION public.freeze_schedule_updates();
+"""
+
+
+@pytest.fixture
+def start(database_url: str) -> Iterator[Start]:
+    """Start a spawned process; those still alive at the end are stopped by their own pid."""
+    ctx = multiprocessing.get_context("spawn")
+    started: list[Any] = []
+
+    def launch(target: Any, *args: Any) -> Any:
+        process = ctx.Process(target=target, args=(database_url, *args), daemon=True)
+        process.start()
+        started.append(process)
+        return process
+
+    yield launch
+    stop_processes(started)
+
+
+def _rows(conn: psycopg.Connection[Any], query: str, *params: Any) -> list[tuple[Any, ...]]:
+    return conn.execute(query, params).fetchall()
+
+
+async def test_a_process_killed_inside_its_firing_transaction_leaves_no_partial_state(
+    database_url: str, conn: psycopg.Connection[Any], start: Start
+) -> None:
+    app = tickwork.App(database_url, clock=SettableClock(T0))
+    app.sync_schedules(NS, [every("a", 60), every("b", 60)])
+    app.close()
+    conn.execute(FREEZE)
+    conn.execute("SELECT pg_advisory_lock(%s)", (FREEZE_LOCK,))
+
+    process = start(fire_in_process, at(60).isoformat())
+    frozen: list[tuple[Any, ...]] = []
+
+    def blocked_in_the_advance() -> bool:
+        frozen[:] = _rows(
+            conn,
+            "SELECT a.pid, a.query FROM pg_locks l JOIN pg_stat_activity a USING (pid)"
+            " WHERE l.locktype = 'advisory' AND l.objid = %s AND NOT l.granted",
+            FREEZE_LOCK,
+        )
+        return bool(frozen)
+
+    wait_until_sync(blocked_in_the_advance, what="the firing pass to reach its last statement")
+    (pid, query) = frozen[0]
+    # Blocked in the advance, the statement after the insert of the jobs:
+    assert QUERIES["schedule_advance"].startswith(query[:500])
+    assert _rows(
+        conn,
+        "SELECT 1 FROM pg_locks WHERE pid = %s AND relation = 'tickwork.jobs'::regclass"
+        " AND mode = 'RowExclusiveLock'",
+        pid,
+    )
+
+    os.kill(process.pid, signal.SIGKILL)
+    process.join(10)
+    conn.execute("SELECT pg_advisory_unlock(%s)", (FREEZE_LOCK,))
+    # Its server process finds the client gone and rolls back: nothing was committed.
+    wait_until_sync(
+        lambda: not _rows(conn, "SELECT 1 FROM pg_stat_activity WHERE pid = %s", pid),
+        what="the killed process's transaction to end",
+    )
+    assert jobs(conn) == []
+    for name in ("a", "b"):
+        row = schedule(conn, name)
+        assert (row["next_run_at"], row["last_job_id"]) == (at(60), None)
+
+    conn.execute("DROP TRIGGER freeze_updates ON tickwork.schedules")
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as aconn:
+        report = await fire(aconn, at(60))
+    assert report.fired == 2
+    assert occurrences(conn, "a") == occurrences(conn, "b") == [at(60)]
+
+
+def test_three_workers_racing_make_exactly_one_job_per_occurrence(
+    database_url: str, conn: psycopg.Connection[Any], start: Start
+) -> None:
+    names = ["w1", "w2", "w3"]
+    for name in names:
+        start(serve_schedules, name)
+    wait_until_sync(
+        lambda: len(_rows(conn, "SELECT 1 FROM tickwork.workers")) == len(names),
+        timeout=30,
+        what="the workers to start",
+    )
+    app = tickwork.App(database_url)  # the database clock, like the workers
+    app.sync_schedules(NS, [every(f"s{i:02}", 1) for i in range(20)])
+    app.close()
+    time.sleep(8)
+
+    rows = _rows(
+        conn,
+        "SELECT count(*), count(DISTINCT (schedule_name, occurrence_at)),"
+        " count(*) FILTER (WHERE status = 'succeeded') FROM tickwork.jobs",
+    )
+    (total, distinct, succeeded) = rows[0]
+    assert total == distinct
+    assert total >= 20 * 6
+    assert succeeded >= total - 20 * 2  # the workers run them as they come
+    for i in range(20):
+        fired = occurrences(conn, f"s{i:02}")
+        assert len(fired) >= 6
+        expected = [fired[0] + timedelta(seconds=k) for k in range(len(fired))]
+        assert fired == expected, f"s{i:02} missed an occurrence"
+    lags = sorted(
+        r[0]
+        for r in _rows(
+            conn, "SELECT extract(epoch FROM created_at - occurrence_at) FROM tickwork.jobs"
+        )
+    )
+    assert lags[int(len(lags) * 0.99)] < 1.0, f"p99 firing lag {lags[int(len(lags) * 0.99)]}s"

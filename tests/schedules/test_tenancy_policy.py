@@ -1,0 +1,283 @@
+"""Tenant policy, pure (src/tickwork/schedules/tenancy.py): the default, globs, prefixes,
+ceilings and several policies at once, over large input spaces (hypothesis); documents read
+strictly, naming the field, as the CRD's schema reads them; a broken policy fails closed."""
+
+from __future__ import annotations
+
+import fnmatch
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.schedules.test_crd import CRDS, to_json_schema
+from tickwork.schedules.definition import JobTemplate, ScheduleDefinition
+from tickwork.schedules.tenancy import (
+    NAMESPACE_NOT_ALLOWED,
+    POLICY_VIOLATION,
+    PolicyError,
+    TenantPolicy,
+    check,
+    load,
+    parse,
+    policy_of,
+)
+
+CRD = yaml.safe_load((CRDS / "tenantpolicies.tickwork.io.yaml").read_text())
+SCHEMA = to_json_schema(CRD["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
+
+names = st.text("abz-.:*", min_size=1, max_size=8)
+"""Values and patterns from a small alphabet (glob characters included), so matches happen."""
+literals = st.text("abz-.:", min_size=1, max_size=8)
+
+
+def definition(
+    queue: str = "default", kind: str = "k", priority: int = 0, key: str | None = None
+) -> ScheduleDefinition:
+    job = JobTemplate(kind=kind, queue=queue, priority=priority, concurrency_key=key)
+    return ScheduleDefinition(name="s", job=job, every=None, schedule="* * * * *")
+
+
+def document(spec: Any, name: str = "p") -> dict[str, Any]:
+    metadata = {"name": name}
+    return {
+        "apiVersion": "tickwork.io/v1",
+        "kind": "TenantPolicy",
+        "metadata": metadata,
+        "spec": spec,
+    }
+
+
+# --- the default and targets ----------------------------------------------------------------
+
+
+@given(tenant=literals, target=literals, queue=names, priority=st.integers(0, 32767))
+def test_without_a_policy_only_the_own_namespace_and_everything_else_goes(
+    tenant: str, target: str, queue: str, priority: int
+) -> None:
+    refusal = check(tenant, target, definition(queue, priority=priority), [])
+    if target == tenant:
+        assert refusal is None
+    else:
+        assert refusal is not None and refusal.reason == NAMESPACE_NOT_ALLOWED
+        assert refusal.message.startswith(
+            f"spec.scheduleNamespace: schedule namespace {target!r} is not allowed for "
+            f"namespace {tenant} by the default policy"
+        )
+
+
+@given(tenant=literals, target=literals, patterns=st.lists(names, max_size=3))
+def test_another_target_needs_the_policy_to_allow_it(
+    tenant: str, target: str, patterns: list[str]
+) -> None:
+    policy = TenantPolicy("p", (tenant,), schedule_namespaces=tuple(patterns))
+    refusal = check(tenant, target, None, [policy])
+    allowed = target == tenant or any(fnmatch.fnmatchcase(target, p) for p in patterns)
+    assert (refusal is None) == allowed
+    if refusal is not None:
+        assert refusal.reason == NAMESPACE_NOT_ALLOWED and "TenantPolicy 'p'" in refusal.message
+
+
+def test_a_policy_covers_by_name_or_pattern_only() -> None:
+    policy = TenantPolicy("teams", ("team-*", "ops"), queues=("q",))
+    assert policy.covers("team-a") and policy.covers("ops")
+    assert not policy.covers("ops-2") and not policy.covers("dev-team-a")
+    assert check("dev-team-a", "dev-team-a", definition("other"), [policy]) is None
+
+
+# --- job fields -----------------------------------------------------------------------------
+
+
+@given(prefix=literals, queue=names)
+def test_a_prefix_glob_allows_exactly_the_queues_with_that_prefix(prefix: str, queue: str) -> None:
+    policy = TenantPolicy("team-a", ("team-a",), queues=(prefix + "*",))
+    refusal = check("team-a", "team-a", definition(queue), [policy])
+    assert (refusal is None) == queue.startswith(prefix)
+    if refusal is not None:
+        assert refusal.reason == POLICY_VIOLATION
+        assert refusal.message == (
+            f"spec.job.queue: queue {queue!r} is not allowed for namespace team-a by "
+            f"TenantPolicy 'team-a' (allowed: {prefix}*)"
+        )
+
+
+@given(pattern=literals, kind=literals)
+def test_a_pattern_without_glob_characters_allows_only_itself(pattern: str, kind: str) -> None:
+    policy = TenantPolicy("p", ("ns",), kinds=(pattern,))
+    assert (check("ns", "ns", definition(kind=kind), [policy]) is None) == (kind == pattern)
+
+
+@given(priority=st.integers(0, 32767), ceiling=st.integers(0, 32767))
+def test_the_priority_ceiling(priority: int, ceiling: int) -> None:
+    policy = TenantPolicy("p", ("ns",), max_priority=ceiling)
+    refusal = check("ns", "ns", definition(priority=priority), [policy])
+    assert (refusal is None) == (priority <= ceiling)
+    if refusal is not None:
+        assert refusal.message.startswith(f"spec.job.priority: priority {priority} is not allowed")
+        assert refusal.message.endswith(f"(allowed: at most {ceiling})")
+
+
+@given(prefix=literals, key=st.none() | names)
+def test_the_concurrency_key_prefix(prefix: str, key: str | None) -> None:
+    policy = TenantPolicy("p", ("ns",), concurrency_key_prefix=prefix)
+    refusal = check("ns", "ns", definition(key=key), [policy])
+    assert (refusal is None) == (key is None or key.startswith(prefix))
+    if refusal is not None:
+        assert refusal.message.startswith(f"spec.job.concurrencyKey: concurrency key {key!r}")
+
+
+policies = st.builds(
+    TenantPolicy,
+    name=literals,
+    namespaces=st.tuples(names),
+    schedule_namespaces=st.lists(names, max_size=2).map(tuple),
+    queues=st.none() | st.lists(names, max_size=2).map(tuple),
+    kinds=st.none() | st.lists(names, max_size=2).map(tuple),
+    max_priority=st.none() | st.integers(0, 20),
+    concurrency_key_prefix=st.none() | literals,
+)
+
+
+@settings(max_examples=300)
+@given(
+    some=st.lists(policies, max_size=3),
+    more=st.lists(policies, min_size=1, max_size=2),
+    tenant=literals,
+    target=literals,
+    queue=names,
+    kind=names,
+    priority=st.integers(0, 30),
+    key=st.none() | names,
+)
+def test_adding_policies_never_allows_more(
+    some: list[TenantPolicy],
+    more: list[TenantPolicy],
+    tenant: str,
+    target: str,
+    queue: str,
+    kind: str,
+    priority: int,
+    key: str | None,
+) -> None:
+    schedule = definition(queue, kind, priority, key)
+    if check(tenant, target, schedule, some) is not None:
+        assert check(tenant, target, schedule, some + more) is not None
+    # and the rule is per policy: allowed by all of them == allowed by each covering one
+    allowed_by_each = all(
+        check(tenant, target, schedule, [p]) is None for p in some if p.covers(tenant)
+    )
+    if any(p.covers(tenant) for p in some):
+        assert (check(tenant, target, schedule, some) is None) == allowed_by_each
+
+
+# --- documents ------------------------------------------------------------------------------
+
+
+FULL = {
+    "namespaces": ["team-a"],
+    "scheduleNamespaces": ["reports-*"],
+    "queues": ["team-a-*"],
+    "kinds": ["team-a.*"],
+    "maxPriority": 10,
+    "concurrencyKeyPrefix": "team-a:",
+}
+
+
+def test_a_full_document_reads_as_written() -> None:
+    assert parse(document(FULL, "team-a")) == TenantPolicy(
+        "team-a",
+        ("team-a",),
+        schedule_namespaces=("reports-*",),
+        queues=("team-a-*",),
+        kinds=("team-a.*",),
+        max_priority=10,
+        concurrency_key_prefix="team-a:",
+    )
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ({}, "spec.namespaces: is required"),
+        ({"namespaces": []}, "spec.namespaces: is required"),
+        ({"namespaces": "team-a"}, "spec.namespaces: must be a list"),
+        ({"namespaces": ["a"], "queues": [""]}, "spec.queues: must be a list"),
+        ({"namespaces": ["a"], "kinds": ["a\x00"]}, "spec.kinds: must be a list"),
+        ({"namespaces": ["a"], "maxPriority": True}, "spec.maxPriority: must be an integer"),
+        ({"namespaces": ["a"], "maxPriority": 40000}, "spec.maxPriority: must be an integer"),
+        ({"namespaces": ["a"], "concurrencyKeyPrefix": ""}, "spec.concurrencyKeyPrefix: must"),
+        ({"namespaces": ["a"], "tenant": "me"}, "spec.tenant: unknown field"),
+        ("x", "spec: is required and must be a mapping"),
+    ],
+)
+def test_a_bad_document_names_the_field(spec: Any, message: str) -> None:
+    with pytest.raises(PolicyError, match="^" + message.replace(".", r"\.")):
+        parse(document(spec))
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-5, 40000) | names,
+    lambda inner: st.lists(inner, max_size=3),
+    max_leaves=5,
+)
+
+
+@settings(max_examples=300)
+@given(
+    spec=st.dictionaries(
+        st.sampled_from([*FULL, "other"]), json_values | st.sampled_from(list(FULL.values()))
+    )
+)
+def test_the_crd_schema_and_the_reader_accept_the_same_documents(spec: dict[str, Any]) -> None:
+    # The API server prunes nulls before storing; the reader treats them as absent alike.
+    spec = {key: value for key, value in spec.items() if value is not None}
+    try:
+        jsonschema.validate({"spec": spec}, SCHEMA)
+        valid_for_crd = True
+    except jsonschema.ValidationError:
+        valid_for_crd = False
+    try:
+        parse(document(spec))
+        valid_for_reader = True
+    except PolicyError:
+        valid_for_reader = False
+    assert valid_for_crd == valid_for_reader, spec
+
+
+@pytest.mark.parametrize(
+    ("body", "covers"),
+    [
+        (document({"namespaces": ["team-a"], "maxPriority": "high"}), "team-a"),
+        (document({"queues": ["x"]}), "anything"),  # cannot tell whom: covers everyone
+        ({"metadata": {"name": "p"}, "spec": 5}, "anything"),
+    ],
+)
+def test_a_broken_policy_refuses_every_schedule_it_may_cover(body: Any, covers: str) -> None:
+    policy = policy_of(body)
+    assert policy.error is not None and policy.covers(covers)
+    refusal = check(covers, covers, definition(), [policy])
+    assert refusal is not None and refusal.reason == POLICY_VIOLATION
+    assert refusal.message.startswith(f"spec: namespace {covers} is covered by TenantPolicy")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "no TenantPolicy documents found"),
+        ("a: [", "invalid YAML"),
+        ("[" * 5000, "invalid YAML"),
+        (yaml.safe_dump(document(FULL)) + "---\n" + yaml.safe_dump(document(FULL)), "duplicate"),
+        ("kind: Schedule\n", "document 1: not a tickwork.io/v1 TenantPolicy"),
+    ],
+)
+def test_a_policy_file_fails_in_one_line(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "policy.yaml"
+    path.write_text(text)
+    with pytest.raises(PolicyError) as caught:
+        load(path)
+    assert str(caught.value).startswith(f"{path}: ") and message in str(caught.value)
+    assert "\n" not in str(caught.value)

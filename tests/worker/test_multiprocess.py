@@ -1,0 +1,185 @@
+"""Several worker processes on one database: every job runs exactly once when all stay up,
+and at least once (and ends succeeded) when one of them is killed mid-run."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+import tickwork
+from tests.support.helpers import (
+    MP_KIND,
+    recorded_ids,
+    scalar,
+    serve_worker,
+    stop_processes,
+    wait_until_sync,
+)
+
+Start = Callable[[str, dict[str, Any]], Any]
+
+
+@pytest.fixture
+def start_worker(database_url: str, tmp_path: Path) -> Iterator[Start]:
+    """Start a worker process (spawned: a fresh interpreter, as in production); every process
+    still alive at the end is stopped, by its own pid."""
+    ctx = multiprocessing.get_context("spawn")
+    started: list[Any] = []
+
+    def start(name: str, overrides: dict[str, Any]) -> Any:
+        process = ctx.Process(
+            target=serve_worker,
+            args=(database_url, name, str(tmp_path), overrides),
+            name=name,
+            daemon=True,
+        )
+        process.start()
+        started.append(process)
+        return process
+
+    yield start
+    stop_processes(started)
+
+
+def _counts(conn: psycopg.Connection) -> dict[str, int]:
+    return dict(conn.execute("SELECT status::text, count(*) FROM tickwork.jobs GROUP BY 1"))
+
+
+def _wait_registered(conn: psycopg.Connection, names: list[str]) -> None:
+    wait_until_sync(
+        lambda: (
+            sorted(r[0] for r in conn.execute("SELECT name FROM tickwork.workers")) == sorted(names)
+        ),
+        timeout=30,
+        what=f"workers {names} to register",
+    )
+
+
+def _stop(processes: list[Any]) -> None:
+    for process in processes:
+        os.kill(process.pid, signal.SIGTERM)
+    for process in processes:
+        process.join(15)
+        assert process.exitcode == 0, f"{process.name} exited with {process.exitcode}"
+
+
+def test_three_processes_drain_5000_jobs_each_run_exactly_once(
+    database_url: str, conn: psycopg.Connection, tmp_path: Path, start_worker: Start
+) -> None:
+    jobs = 5000
+    names = ["mp-0", "mp-1", "mp-2"]
+    overrides = {"concurrency": 10, "claim_batch": 50, "poll_seconds": 0.5}
+    processes = [start_worker(name, overrides) for name in names]
+    _wait_registered(conn, names)
+
+    app = tickwork.App(database_url)
+    try:
+        ids = app.enqueue_many(MP_KIND, [{}] * jobs)
+    finally:
+        app.close()
+
+    wait_until_sync(
+        lambda: _counts(conn).get("succeeded", 0) == jobs, timeout=45, what="all jobs to succeed"
+    )
+    _stop(processes)
+
+    assert _counts(conn) == {"succeeded": jobs}
+    assert scalar(conn, "SELECT count(*) FROM tickwork.jobs WHERE attempt <> 1") == 0
+    recorded = recorded_ids(tmp_path)
+    executions = Counter(job_id for ran in recorded.values() for job_id in ran)
+    assert len(executions) == jobs
+    assert set(executions) == set(ids)
+    assert max(executions.values()) == 1, "no job ran twice"
+    assert sorted(recorded) == names
+    assert all(recorded[name] for name in names), "every process did some of the work"
+    # The process that ran a job is the one the row says picked it.
+    picked = dict(conn.execute("SELECT id, picked_by FROM tickwork.jobs"))
+    assert all(picked[job_id] == name for name, ran in recorded.items() for job_id in ran)
+
+
+def test_jobs_of_a_killed_process_are_recovered_and_all_end_succeeded(
+    database_url: str, conn: psycopg.Connection, tmp_path: Path, start_worker: Start
+) -> None:
+    jobs = 2000
+    names = ["mp-victim", "mp-a", "mp-b"]
+    overrides = {
+        "concurrency": 5,
+        "claim_batch": 20,
+        "poll_seconds": 0.2,
+        "lease_seconds": 3.0,
+        "heartbeat_seconds": 0.5,
+        "maintenance_seconds": 0.5,
+    }
+    victim, *survivors = [start_worker(name, overrides) for name in names]
+    _wait_registered(conn, names)
+
+    app = tickwork.App(database_url)
+    try:
+        ids = app.enqueue_many(MP_KIND, [{"sleep": 0.01}] * jobs)
+    finally:
+        app.close()
+
+    def victim_busy() -> bool:
+        return bool(
+            scalar(
+                conn,
+                "SELECT count(*) FILTER (WHERE picked_by = 'mp-victim' AND status = 'running') > 0"
+                " AND count(*) FILTER (WHERE status = 'succeeded') >= 100 FROM tickwork.jobs",
+            )
+        )
+
+    wait_until_sync(victim_busy, timeout=30, what="the victim to be running jobs")
+    os.kill(victim.pid, signal.SIGKILL)
+    victim.join(10)
+    assert victim.exitcode == -signal.SIGKILL
+    orphaned = scalar(
+        conn,
+        "SELECT count(*) FROM tickwork.jobs WHERE picked_by = 'mp-victim' AND status = 'running'",
+    )
+    assert orphaned > 0, "the victim died holding jobs"
+
+    wait_until_sync(
+        lambda: _counts(conn) == {"succeeded": jobs},
+        timeout=45,
+        what="every job to succeed after lease recovery",
+    )
+    _stop(survivors)
+
+    assert _counts(conn) == {"succeeded": jobs}, "none left running"
+    recovered = {
+        row[0]
+        for row in conn.execute(
+            "SELECT id FROM tickwork.jobs"
+            " WHERE last_error LIKE 'lease expired: worker mp-victim %%'"
+        )
+    }
+    assert len(recovered) >= orphaned
+    assert (
+        scalar(
+            conn, "SELECT min(attempt) FROM tickwork.jobs WHERE id = ANY(%s)", (list(recovered),)
+        )
+        == 2
+    ), "a recovered job's lost attempt counts"
+    assert (
+        scalar(
+            conn,
+            "SELECT count(*) FROM tickwork.jobs WHERE id = ANY(%s) AND picked_by = 'mp-victim'",
+            (list(recovered),),
+        )
+        == 0
+    ), "recovered jobs were finished by the survivors"
+
+    recorded = recorded_ids(tmp_path)
+    executions = Counter(job_id for ran in recorded.values() for job_id in ran)
+    assert set(executions) == set(ids), "every job ran at least once"
+    twice = {job_id for job_id, n in executions.items() if n > 1}
+    assert twice <= recovered, "only jobs taken from the dead worker ran again"
+    assert max(executions.values()) <= 2
