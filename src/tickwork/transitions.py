@@ -71,7 +71,8 @@ def job_target(job_id: int) -> str:
 
 @dataclass(frozen=True)
 class _Rule:
-    applies: frozenset[JobStatus]
+    applies: tuple[JobStatus, ...]
+    """The states it applies to, in the order error messages name them."""
     op: Callable[[int, datetime | None], store.Op[bool]]
     settled: Callable[[jobs_db.LockedJob], str | None]
     """Why there is nothing to do, or None."""
@@ -92,14 +93,12 @@ def _retry_settled(job: jobs_db.LockedJob) -> str | None:
 
 
 _RULES = {
-    JobAction.RUN_NOW: _Rule(
-        frozenset({JobStatus.AVAILABLE}), jobs_db.run_job_now, _run_now_settled
-    ),
+    JobAction.RUN_NOW: _Rule((JobStatus.AVAILABLE,), jobs_db.run_job_now, _run_now_settled),
     JobAction.CANCEL: _Rule(
-        frozenset({JobStatus.AVAILABLE, JobStatus.RUNNING}), jobs_db.cancel_job, _cancel_settled
+        (JobStatus.AVAILABLE, JobStatus.RUNNING), jobs_db.cancel_job, _cancel_settled
     ),
     JobAction.RETRY: _Rule(
-        frozenset({JobStatus.DEAD, JobStatus.CANCELLED}), jobs_db.retry_dead_job, _retry_settled
+        (JobStatus.DEAD, JobStatus.CANCELLED), jobs_db.retry_dead_job, _retry_settled
     ),
 }
 
@@ -156,7 +155,7 @@ def act_on_job(
             action.value, target, False, f"job {job_id} is {reason}", None, JobId(job_id)
         )
     if locked.status not in rule.applies:
-        allowed = " or ".join(sorted(s.value for s in rule.applies))
+        allowed = " or ".join(s.value for s in rule.applies)
         raise InvalidTransition(
             f"job {job_id} is {locked.status.value}; {action.value} applies only to {allowed} jobs"
         )

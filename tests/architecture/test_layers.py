@@ -124,6 +124,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("tickwork.errors",),
     ("tickwork.model", "tickwork.clock", "tickwork.settings", "tickwork.logs"),
     ("tickwork.metrics", "tickwork.db"),
+    ("tickwork.transitions",),
     ("tickwork.schedules",),
     ("tickwork.tasks",),
     ("tickwork.app", "tickwork.http"),
