@@ -384,13 +384,17 @@ class OpenJob:
     id: JobId
     status: JobStatus
     occurrence_at: datetime | None
+    open_count: int
+    """How many jobs of its schedule are pending or running (all of them, not only those
+    listed)."""
 
 
-def open_job_list(namespaces: Sequence[str], limit: int) -> Op[list[OpenJob]]:
-    """Pending and running schedule jobs of ``namespaces`` (at most ``limit``), by schedule."""
+def open_job_list(namespaces: Sequence[str], shown: int) -> Op[list[OpenJob]]:
+    """Pending and running schedule jobs of ``namespaces``, at most ``shown`` per schedule,
+    by schedule, each with its schedule's exact count."""
     return Op(
         "job_open_of_namespaces",
-        {"namespaces": list(namespaces), "limit": limit},
+        {"namespaces": list(namespaces), "shown": shown},
         lambda rows: [
             OpenJob(
                 r["schedule_namespace"],
@@ -398,6 +402,7 @@ def open_job_list(namespaces: Sequence[str], limit: int) -> Op[list[OpenJob]]:
                 JobId(r["id"]),
                 JobStatus(r["status"]),
                 r["occurrence_at"],
+                r["open_count"],
             )
             for r in rows
         ],

@@ -15,6 +15,9 @@ from tickwork.db.schedules import ScheduleRow
 from tickwork.logs import fields
 from tickwork.operator.database import Database, DatabaseError
 
+ACTIVE_SHOWN = 10
+"""At most this many open jobs per schedule are read (and listed in ``status.active``)."""
+
 log = logging.getLogger(__name__)
 
 Key = tuple[str, str]
@@ -46,7 +49,7 @@ class Board:
         namespaces = set(self.namespaces())
         try:
             rows = await self.database.schedules()
-            jobs = await self.database.open_jobs(sorted(namespaces))
+            jobs = await self.database.open_jobs(sorted(namespaces), ACTIVE_SHOWN)
         except DatabaseError as error:
             metrics.OPERATOR_ERRORS.labels("database").inc()
             reason = " ".join(str(error).split()) or type(error).__name__

@@ -27,8 +27,6 @@ from tickwork.schedules.definition import ScheduleDefinition
 T = TypeVar("T")
 
 POOL_SIZE = 2
-OPEN_JOBS_LIMIT = 10_000
-"""Most pending and running jobs read for status in one refresh."""
 
 DatabaseError = connections.DatabaseError
 """What a call raises when the database is unreachable or refuses."""
@@ -134,10 +132,9 @@ class Database:
     async def schedules(self) -> list[db.ScheduleRow]:
         return await asyncio.to_thread(self._run, db.list_schedules(None))
 
-    async def open_jobs(self, namespaces: Sequence[str]) -> list[jobs_db.OpenJob]:
-        return await asyncio.to_thread(
-            self._run, jobs_db.open_job_list(namespaces, OPEN_JOBS_LIMIT)
-        )
+    async def open_jobs(self, namespaces: Sequence[str], shown: int) -> list[jobs_db.OpenJob]:
+        """At most ``shown`` per schedule, each with its schedule's exact count."""
+        return await asyncio.to_thread(self._run, jobs_db.open_job_list(namespaces, shown))
 
     def close(self) -> None:
         if self._pool is not None:

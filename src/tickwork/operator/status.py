@@ -31,9 +31,6 @@ OBSERVED = frozenset({str(Outcome.SYNCED), "InvalidSpec", DISABLED, FIRING_FAILE
 EVENT_REASONS = frozenset({"InvalidSpec", DISABLED, FIRING_FAILED, *REFUSED})
 """Ready reasons whose Warning Events carry the same reason (the others: ``SyncFailed``)."""
 
-ACTIVE_SHOWN = 10
-"""At most this many open jobs are listed in ``status.active``."""
-
 FACTS = (
     "revision",
     "nextRunAt",
@@ -41,6 +38,7 @@ FACTS = (
     "lastSuccessfulTime",
     "skippedOccurrences",
     "active",
+    "activeCount",
 )
 
 
@@ -122,9 +120,10 @@ def facts(row: ScheduleRow | None, active: Sequence[OpenJob]) -> dict[str, Any]:
         "skippedOccurrences": row.skipped_occurrences,
         "active": [
             {"id": job.id, "status": str(job.status), "occurrenceAt": timestamp(job.occurrence_at)}
-            for job in active[:ACTIVE_SHOWN]
+            for job in active
         ]
         or None,
+        "activeCount": active[0].open_count if active else 0,
     }
 
 

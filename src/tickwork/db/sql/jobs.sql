@@ -393,13 +393,20 @@ WHERE j.status IN ('available', 'running')
 GROUP BY j.schedule_namespace, j.schedule_name;
 
 -- name: job_open_of_namespaces
--- The operator's status: pending and running jobs of the schedules of some namespaces.
-SELECT j.schedule_namespace, j.schedule_name, j.id, j.status, j.occurrence_at
-FROM tickwork.jobs j
-WHERE j.status IN ('available', 'running')
-  AND j.schedule_namespace = ANY(%(namespaces)b::text[])
-ORDER BY j.schedule_namespace, j.schedule_name, j.id
-LIMIT %(limit)s;
+-- The operator's status: for each schedule of some namespaces, how many of its jobs are pending
+-- or running (open_count, exact) and the first %(shown)s of them by id.
+SELECT schedule_namespace, schedule_name, id, status, occurrence_at, open_count
+FROM (
+    SELECT j.schedule_namespace, j.schedule_name, j.id, j.status, j.occurrence_at,
+           count(*) OVER per_schedule AS open_count,
+           row_number() OVER (per_schedule ORDER BY j.id) AS place
+    FROM tickwork.jobs j
+    WHERE j.status IN ('available', 'running')
+      AND j.schedule_namespace = ANY(%(namespaces)b::text[])
+    WINDOW per_schedule AS (PARTITION BY j.schedule_namespace, j.schedule_name)
+) open_jobs
+WHERE place <= %(shown)s
+ORDER BY schedule_namespace, schedule_name, id;
 
 -- name: job_gauge
 -- Per queue and status: how many jobs, and for available ones the age of the oldest due one.
