@@ -69,6 +69,8 @@ class Runtime:
         self.clock = clock or DatabaseClock()
         """Status timestamps read its :meth:`~tickwork.clock.Clock.wall` time."""
         self.database = database
+        self.stalled: str | None = None
+        """Why the start has waited too long for the complete view (None: it has not)."""
         self.index: kopf.Index[str, Entry] | None = None
         self.board = Board(database, self._namespaces)
         self.policies = tenants.Policies()
@@ -139,6 +141,8 @@ class Runtime:
                     indexed,
                     interval=self.config.listing_interval,
                     on_error=self._listing_failed,
+                    on_stalled=self._view_stalled,
+                    peering=None if self.config.standalone else self.config.peering,
                 )
 
         self._tasks = [
@@ -155,6 +159,13 @@ class Runtime:
 
     def _indexed_keys(self) -> set[listing.ListedKey]:
         return {(e.key[0], e.key[1], e.uid) for e in self.entries()}
+
+    def _view_stalled(self, reason: str | None) -> None:
+        self.stalled = reason
+
+    async def readiness(self) -> str | None:
+        """For /readyz: why no sync can happen yet (the complete view has stalled), if so."""
+        return self.stalled
 
     def _listing_failed(self, error: Exception) -> None:
         metrics.OPERATOR_ERRORS.labels("watch").inc()

@@ -15,11 +15,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import kubernetes
 
+from tickwork.logs import fields
 from tickwork.operator.config import GROUP, PLURAL, VERSION
 
 log = logging.getLogger(__name__)
@@ -70,14 +72,39 @@ class Lister:
         }
 
 
+STALLED_SECONDS = 30.0
+"""How long the index may lag the listing before the wait is reported as stalled."""
+
+
+def stalled_reason(missing: int, waited: float, peering: str | None) -> str:
+    """Why the operator syncs nothing yet, for the log and ``/readyz``."""
+    cause = (
+        "kopf pauses every watch while its peering CRDs (kopfpeerings.kopf.dev, "
+        "clusterkopfpeerings.kopf.dev) are missing or another operator holds peering "
+        f"{peering!r}: apply the peering CRDs or run with --standalone"
+        if peering
+        else "the watches deliver nothing: check the operator's RBAC and the API server"
+    )
+    return (
+        f"{missing} Schedules listed but not indexed after {waited:.0f}s, so nothing syncs; {cause}"
+    )
+
+
 async def wait_for_complete_view(
     listed: Callable[[], set[ListedKey]],
     indexed: Callable[[], set[ListedKey]],
     *,
     interval: float,
     on_error: Callable[[Exception], None],
+    on_stalled: Callable[[str | None], None] = lambda reason: None,
+    peering: str | None = None,
+    monotonic: Callable[[], float] = time.monotonic,
 ) -> None:
-    """Return once every object ``listed`` returns is ``indexed``; list again until then."""
+    """Return once every object ``listed`` returns is ``indexed``; list again until then.
+    Waiting longer than :data:`STALLED_SECONDS` logs a WARNING and gives ``on_stalled`` the
+    reason (then None once the view is complete)."""
+    started = monotonic()
+    stalled = False
     while True:
         try:
             missing = await asyncio.to_thread(listed)
@@ -86,6 +113,16 @@ async def wait_for_complete_view(
         else:
             missing -= indexed()
             if not missing:
+                if stalled:
+                    on_stalled(None)
                 return
-            log.info("waiting for %d Schedules to be indexed before syncing", len(missing))
+            waited = monotonic() - started
+            if waited < STALLED_SECONDS:
+                log.info("waiting for %d Schedules to be indexed before syncing", len(missing))
+            else:
+                reason = stalled_reason(len(missing), waited, peering)
+                if not stalled:
+                    log.warning("%s", reason, extra=fields(action="paused"))
+                stalled = True
+                on_stalled(reason)
         await asyncio.sleep(interval)

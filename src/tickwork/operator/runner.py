@@ -57,11 +57,13 @@ async def run(config: OperatorConfig, clock: Clock | None = None, **kopf_options
     handlers.register(kopf_registry, runtime)
     if config.webhook:
         webhook.register(kopf_registry, runtime.policies.current)
+    database_ready = database_readiness(config.database_url)
+
+    async def readiness() -> str | None:
+        return await database_ready() or await runtime.readiness()
+
     probes = ProbeServer(
-        config.http_port,
-        host=config.http_host,
-        liveness=runtime.alive,
-        readiness=database_readiness(config.database_url),
+        config.http_port, host=config.http_host, liveness=runtime.alive, readiness=readiness
     )
     await probes.start()
     try:
