@@ -102,13 +102,14 @@ async def server_name(
     return response
 
 
-async def listen(site: web.TCPSite, host: str, port: int) -> None:
-    """Start ``site``; a port that cannot be bound is one ConfigurationError naming it."""
+async def listen(site: web.TCPSite, host: str, port: int, *, flag: str = "--http-port") -> None:
+    """Start ``site``; a port that cannot be bound is one ConfigurationError naming its
+    ``flag``."""
     try:
         await site.start()
     except OSError as exc:
         reason = exc.strerror or str(exc)
-        raise ConfigurationError(f"--http-port: cannot listen on {host}:{port}: {reason}") from None
+        raise ConfigurationError(f"{flag}: cannot listen on {host}:{port}: {reason}") from None
 
 
 class ProbeServer:

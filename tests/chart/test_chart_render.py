@@ -349,8 +349,8 @@ def test_the_webhook_is_served_behind_a_service_with_its_own_certificate(
         "the operator's readiness asks the database; the webhook must answer without it"
     )
     assert {"name": "webhook", "containerPort": 9443, "protocol": "TCP"} in container["ports"]
-    # kopf's self-signed certificate needs packages the image does not carry: a TLS Secret
-    # (cert-manager's layout) is mounted and named by flags.
+    # --webhook needs a certificate: a TLS Secret (cert-manager's layout) is mounted and named
+    # by flags.
     mount = "/etc/tickwork/webhook-tls"
     assert {f"--webhook-{f}-file={mount}/{k}" for f, k in CERT_FLAGS} <= set(args)
     assert {"name": "webhook-tls", "mountPath": mount, "readOnly": True} in container[

@@ -100,8 +100,8 @@ class OperatorConfig:
         checks=[positive],
     )
     webhook: bool = setting(
-        "serve the validating admission webhook (the chart ships its "
-        "ValidatingWebhookConfiguration; the operator registers none)",
+        "serve the validating admission webhook over HTTPS with --webhook-cert-file (the "
+        "chart ships its ValidatingWebhookConfiguration; the operator registers none)",
         group="webhook",
         default=False,
     )
@@ -114,19 +114,12 @@ class OperatorConfig:
         default="0.0.0.0",
         metavar="ADDRESS",
     )
-    webhook_host: str | None = setting(
-        "host name put in a self-signed certificate (the webhook Service's DNS name)",
-        group="webhook",
-        default=None,
-        default_doc="the pod's own address, as kopf detects it",
-        metavar="HOST",
-    )
     webhook_cert_file: str | None = setting(
-        "TLS certificate (PEM) the webhook serves, e.g. from a cert-manager Secret; without "
-        "one kopf generates a self-signed one, which needs the certbuilder package",
+        "TLS certificate (PEM) the webhook serves, e.g. from a cert-manager Secret; "
+        "required with --webhook (read at start)",
         group="webhook",
         default=None,
-        default_doc="none: self-signed",
+        default_doc="none",
         metavar="PATH",
     )
     webhook_key_file: str | None = setting(
@@ -175,6 +168,12 @@ class OperatorConfig:
             raise ConfigurationError(
                 f"{label(OperatorConfig, 'webhook_cert_file')} and "
                 f"{label(OperatorConfig, 'webhook_key_file')} go together"
+            )
+        if self.webhook and self.webhook_cert_file is None:
+            raise ConfigurationError(
+                f"{label(OperatorConfig, 'webhook')} needs "
+                f"{label(OperatorConfig, 'webhook_cert_file')} and "
+                f"{label(OperatorConfig, 'webhook_key_file')}: the API server calls it over HTTPS"
             )
 
     @property

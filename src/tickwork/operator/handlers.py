@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import kopf
@@ -74,6 +74,8 @@ class Runtime:
         self.index: kopf.Index[str, Entry] | None = None
         self.board = Board(database, self._namespaces)
         self.policies = tenants.Policies()
+        self.policies_complete = False
+        """Whether :attr:`policies` has held every TenantPolicy (the barrier's first half)."""
         self.syncer = Syncer(
             database,
             self.entries,
@@ -131,19 +133,23 @@ class Runtime:
     def start(self, index: kopf.Index[str, Entry]) -> None:
         self.index = index
 
+        async def complete(
+            listed: Callable[[], set[listing.ListedKey]],
+            indexed: Callable[[], set[listing.ListedKey]],
+        ) -> None:
+            await listing.wait_for_complete_view(
+                listed,
+                indexed,
+                interval=self.config.listing_interval,
+                on_error=self._listing_failed,
+                on_stalled=self._view_stalled,
+                peering=None if self.config.standalone else self.config.peering,
+            )
+
         async def barrier() -> None:
-            for listed, indexed in (
-                (tenants.listed_keys, self.policies.keys),
-                (self.lister.keys, self._indexed_keys),
-            ):
-                await listing.wait_for_complete_view(
-                    listed,
-                    indexed,
-                    interval=self.config.listing_interval,
-                    on_error=self._listing_failed,
-                    on_stalled=self._view_stalled,
-                    peering=None if self.config.standalone else self.config.peering,
-                )
+            await complete(tenants.listed_keys, self.policies.keys)
+            self.policies_complete = True
+            await complete(self.lister.keys, self._indexed_keys)
 
         self._tasks = [
             asyncio.create_task(self.syncer.run(barrier), name="syncer"),

@@ -1,7 +1,8 @@
 """Run the operator: kopf with tickwork's handlers and settings, plus the probe server
-(``/metrics``, ``/healthz``, ``/readyz``) on the configured port, and the operator's entry in
-the registry (:mod:`tickwork.operator.registry`): kopf starts only once this operator has
-joined, and stops when its entry goes to an overlapping operator."""
+(``/metrics``, ``/healthz``, ``/readyz``) on the configured port, the admission webhook when
+asked (served from the start: it needs no database), and the operator's entry in the registry
+(:mod:`tickwork.operator.registry`): kopf starts only once this operator has joined, and stops
+when its entry goes to an overlapping operator."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import kopf
 
 from tickwork.clock import Clock
 from tickwork.http import ProbeServer, database_readiness
-from tickwork.operator import handlers, registry, webhook
+from tickwork.operator import handlers, registry, tenants, webhook
 from tickwork.operator.config import ANNOTATIONS_PREFIX, FINALIZER, OperatorConfig
 from tickwork.operator.database import Database
 
@@ -38,8 +39,6 @@ def operator_settings(config: OperatorConfig) -> kopf.OperatorSettings:
     )
     settings.posting.level = logging.WARNING
     settings.watching.server_timeout = WATCH_SERVER_TIMEOUT_SECONDS
-    if config.webhook:
-        webhook.configure(settings, config)
     return settings
 
 
@@ -55,8 +54,12 @@ async def run(config: OperatorConfig, clock: Clock | None = None, **kopf_options
     runtime = handlers.Runtime(config, database, clock)
     kopf_registry = kopf.OperatorRegistry()
     handlers.register(kopf_registry, runtime)
+    admission = None
     if config.webhook:
-        webhook.register(kopf_registry, runtime.policies.current)
+        policies = webhook.PolicySource(
+            runtime.policies.current, lambda: runtime.policies_complete, tenants.listed_policies
+        )
+        admission = webhook.WebhookServer(config, policies)
     database_ready = database_readiness(config.database_url)
 
     async def readiness() -> str | None:
@@ -67,6 +70,8 @@ async def run(config: OperatorConfig, clock: Clock | None = None, **kopf_options
     )
     await probes.start()
     try:
+        if admission is not None:  # before joining: it needs no database
+            await admission.start()
         await membership.join()
         operator = asyncio.create_task(
             kopf.operator(
@@ -87,5 +92,7 @@ async def run(config: OperatorConfig, clock: Clock | None = None, **kopf_options
                 await task  # raises what ended the run: OperatorConflict, kopf's error
     finally:
         await membership.leave()
+        if admission is not None:
+            await admission.stop()
         await probes.stop()
         database.close()

@@ -55,6 +55,15 @@ class Policies:
 
 def listed_keys() -> set[ListedKey]:
     """Every TenantPolicy the API server lists (blocking: run it in a thread)."""
+    return {("", item["metadata"]["name"], item["metadata"].get("uid")) for item in _listed()}
+
+
+def listed_policies() -> list[TenantPolicy]:
+    """The policies of every TenantPolicy the API server lists (blocking)."""
+    return [policy_of(item) for item in _listed()]
+
+
+def _listed() -> list[dict[str, Any]]:
     with api_client() as client:
         try:
             page: Any = kubernetes.client.CustomObjectsApi(client).list_cluster_custom_object(
@@ -64,7 +73,4 @@ def listed_keys() -> set[ListedKey]:
             if error.status == 404:
                 raise MissingPolicyCRD() from None
             raise
-    return {
-        ("", item["metadata"]["name"], item["metadata"].get("uid"))
-        for item in page.get("items", [])
-    }
+    return list(page.get("items", []))
