@@ -29,6 +29,7 @@ EXTRA = {
     "bench/operator_sync.py": ["--status-interval", "0.5"],
     "bench/claim.py": ["--busy-jobs", "1000"],
     "bench/faults.py": ["--jobs", "200", "--workers", "2", "--cut-seconds", "3"],
+    "bench/soak.py": ["--seconds", "30", "--hold", "10", "--sample", "5", "--rate", "500"],
 }
 """Options added so the run stays small (the defaults are the benchmark's real sizes)."""
 
