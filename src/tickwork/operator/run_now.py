@@ -16,7 +16,8 @@ user but may not write anything, so the operator records what the object tells.
 Only the object that supplies the stored definition triggers it (never the loser of a
 NameConflict, nor an object refused by tenant policy), and only once its current spec is
 synced: a token seen while the definition is pending or the database unavailable waits (a
-Warning Event ``RunNowFailed`` says why) and is tried again at the next status round; a
+Warning Event ``RunNowFailed`` says why, except while merely Pending: the Ready condition
+shows that) and is tried again at the next status round; a
 Schedule that is invalid, refused, disabled or conflicting gets the refusal instead of a job.
 A suspended Schedule runs (a trigger works while suspended).
 """
@@ -48,7 +49,8 @@ timestamp, UUID or name a person or a tool would choose, and it keeps the audit 
 id (``<uid>/<token>``) bounded."""
 REASON = "RunNowFailed"
 """The reason of the Warning Events of a token that got no job (yet)."""
-WAITING = frozenset({"Pending", str(Outcome.DATABASE_UNAVAILABLE)})
+PENDING = "Pending"
+WAITING = frozenset({PENDING, str(Outcome.DATABASE_UNAVAILABLE)})
 """Ready reasons that pass: the token waits for the next round rather than being refused."""
 
 
@@ -113,6 +115,12 @@ def answered(current: Mapping[str, Any], token: str) -> bool:
 class _Waiting(Exception):
     """The token cannot be answered yet: try again at the next round."""
 
+    def __init__(self, message: str, *, quiet: bool = False) -> None:
+        super().__init__(message)
+        self.quiet = quiet
+        """No Event: the definition is pending its first sync (a moment, after any start; the
+        Ready condition shows it)."""
+
 
 class RunNow:
     """Answers the tokens of the objects it is shown, each once."""
@@ -153,7 +161,8 @@ class RunNow:
         try:
             answer = await self._answer(body, entry, request)
         except _Waiting as waiting:
-            self._warn(body, entry.key, f"run-now token {request.token!r} waits: {waiting}")
+            if not waiting.quiet:
+                self._warn(body, entry.key, f"run-now token {request.token!r} waits: {waiting}")
             return {}
         finally:
             self._busy.discard(entry.key)
@@ -176,14 +185,15 @@ class RunNow:
 
     def _refusal(self, entry: Entry) -> str | None:
         """Why the object may not trigger its schedule (raises _Waiting: not yet)."""
+        condition = self.ready(entry)
+        if condition.reason in WAITING:
+            quiet = condition.reason == PENDING
+            raise _Waiting(f"{condition.reason}: {condition.message}", quiet=quiet)
+        if condition.status != "True" and condition.reason != FIRING_FAILED:
+            return f"the Schedule is not Ready ({condition.reason}): {condition.message}"
         if not self.supplies(entry):
             return "another Schedule supplies this schedule's definition (NameConflict)"
-        condition = self.ready(entry)
-        if condition.status == "True" or condition.reason == FIRING_FAILED:
-            return None
-        if condition.reason in WAITING:
-            raise _Waiting(f"{condition.reason}: {condition.message}")
-        return f"the Schedule is not Ready ({condition.reason}): {condition.message}"
+        return None
 
     async def _trigger(self, entry: Entry, request: Request) -> int:
         translation = entry.translation
