@@ -414,11 +414,13 @@ class App:
         request_id: str | None = None,
     ) -> JobId:
         """One job of the schedule now, outside its timetable (no occurrence); audited.
-        Works while suspended; refused for a disabled schedule."""
+        Works while suspended; refused for a disabled schedule. A ``request_id`` already used
+        for this schedule returns that earlier job and creates nothing."""
         who = Actor(actor, reason, request_id)
         with self.connection() as conn:
-            job_id, _ = operations.trigger(conn, namespace, name, who, self.clock.now())
-        return job_id
+            outcome = operations.trigger(conn, namespace, name, who, self.clock.now())
+        assert outcome.job_id is not None  # a trigger, replayed or not, names its job
+        return outcome.job_id
 
 
 def _count_enqueued(job: NewJob, count: int) -> None:

@@ -456,6 +456,13 @@ def test_trigger_prints_the_job_id_and_is_audited(database_url: str, tmp_path: P
     assert details == {"job_id": job_id}
     assert by_name(database_url)["nightly"]["last_job_id"] == job_id
 
+    again = tickwork_cmd(
+        "trigger", NS, "nightly", "--actor", "ops-bot", "--request-id", "INC-42",
+        database_url=database_url,
+    )  # fmt: skip
+    assert int(ok(again)) == job_id  # the same request id: the job of the first, no second
+    assert len(jobs_json(database_url)) == len(audit(database_url)) == 1
+
     as_json = json.loads(ok(tickwork_cmd("trigger", NS, "nightly", "-o", "json",
                                          database_url=database_url)))  # fmt: skip
     assert as_json["schedule_name"] == "nightly" and as_json["id"] > job_id

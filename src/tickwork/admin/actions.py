@@ -16,7 +16,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from tickwork import transitions
-from tickwork.admin.reads import require, schedule_target
+from tickwork.admin.reads import require
 from tickwork.db import admin as admin_db
 from tickwork.db import connections, store
 from tickwork.db import schedules as schedules_db
@@ -43,9 +43,6 @@ def act_on_job(
     return transitions.act_on_job(conn, action, job_id, actor, now, may_act)
 
 
-TRIGGER = "trigger"
-
-
 def trigger(
     conn: connections.Connection,
     namespace: str,
@@ -54,20 +51,11 @@ def trigger(
     now: datetime | None,
     scope: admin_db.Scope,
 ) -> Outcome:
-    """One job of the schedule now, outside its timetable, in ``conn``'s transaction."""
+    """One job of the schedule now, outside its timetable, in ``conn``'s transaction: the
+    App's trigger (:func:`operations.trigger`, which replays a request id under the lock),
+    with the schedule's snapshots in its audit record."""
     require(scope, namespace, f"namespace {namespace}")
-    target = schedule_target(namespace, name)
     before = store.run(conn, schedules_db.lock_snapshot(namespace, name))
     if before is None:
         raise ScheduleNotFound(f"no schedule {name!r} in namespace {namespace!r}")
-    if earlier := transitions.replayed(conn, TRIGGER, target, actor, None):
-        return earlier
-    job_id, audit_id = operations.trigger(conn, namespace, name, actor, now, before=before)
-    return Outcome(
-        TRIGGER,
-        target,
-        True,
-        f"schedule {namespace}/{name} triggered: job {job_id}",
-        audit_id,
-        job_id,
-    )
+    return operations.trigger(conn, namespace, name, actor, now, before=before)

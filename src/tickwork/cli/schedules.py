@@ -163,10 +163,16 @@ def _register_trigger(subcommands: common.Subcommands) -> None:
         "trigger",
         help="run a schedule's job once, now",
         description="Create one job of the schedule now, outside its timetable, and print "
-        "its id. Works while the schedule is suspended; refused when it is disabled. Audited.",
+        "its id. Works while the schedule is suspended; refused when it is disabled. Audited. "
+        "Run again with the same --request-id, it prints the job it created then and creates "
+        "none.",
     )
     _add_schedule_key(parser)
-    _add_audit(parser)
+    _add_audit(
+        parser,
+        "ties the audit record to a request; a request id this schedule has seen "
+        "creates no second job",
+    )
     common.add_database_url(parser)
     common.add_output(parser)
     parser.set_defaults(handler=trigger)
@@ -177,11 +183,12 @@ def _add_schedule_key(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("name", metavar="NAME")
 
 
-def _add_audit(parser: argparse.ArgumentParser) -> None:
+def _add_audit(
+    parser: argparse.ArgumentParser,
+    request_help: str = "ties the audit record to a request or ticket",
+) -> None:
     common.add_audit(parser)
-    parser.add_argument(
-        "--request-id", metavar="ID", help="ties the audit record to a request or ticket"
-    )
+    parser.add_argument("--request-id", metavar="ID", help=request_help)
 
 
 @contextmanager

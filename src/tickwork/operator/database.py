@@ -13,16 +13,18 @@ same owner synced from a disjoint scope; the namespaces pruned at start are thos
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
-from typing import TypeVar
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeVar
 
 from tickwork.db import connections, operators, store
 from tickwork.db import jobs as jobs_db
 from tickwork.db import namespaces as namespaces_db
 from tickwork.db import schedules as db
 from tickwork.errors import NamespaceOwned
-from tickwork.schedules import sync
+from tickwork.model import Actor
+from tickwork.schedules import operations, sync
 from tickwork.schedules.definition import ScheduleDefinition
+from tickwork.transitions import Outcome
 
 T = TypeVar("T")
 
@@ -128,6 +130,22 @@ class Database:
 
     async def leave(self, registration: operators.Registration) -> None:
         await asyncio.to_thread(self._run, operators.leave(registration))
+
+    async def trigger(
+        self, namespace: str, name: str, actor: Actor, details: Mapping[str, Any]
+    ) -> Outcome:
+        """:func:`operations.trigger` in one transaction: one job of the schedule now, or
+        the earlier one of ``actor``'s request id (raises ScheduleNotFound, InvalidTransition
+        for a disabled schedule)."""
+
+        def call() -> Outcome:
+            with (
+                self._connection_pool().connection(timeout=self.timeout) as conn,
+                conn.transaction(),
+            ):
+                return operations.trigger(conn, namespace, name, actor, None, details=details)
+
+        return await asyncio.to_thread(call)
 
     async def schedules(self) -> list[db.ScheduleRow]:
         return await asyncio.to_thread(self._run, db.list_schedules(None))

@@ -4,14 +4,17 @@
 * ``desired`` (index): each object's :class:`~tickwork.operator.desired.Entry`, keyed by its
   schedule namespace. kopf runs no other handler before every watched resource's initial
   listing is indexed.
-* ``changed`` (every watch event): wakes the syncer.
+* ``changed`` (every watch event): wakes the syncer, and answers a run-now token
+  (:mod:`tickwork.operator.run_now`: one job per token, awaited by this object's handler
+  only, never by the syncer).
 * ``policy_changed`` (every TenantPolicy watch event): updates the policies in force
   (:mod:`tickwork.operator.tenants`) and wakes the syncer, whose next round re-evaluates every
   Schedule against them.
 * ``deleted`` (finalizer): returns once a sync without the object committed, so its
   definition is disabled before the object goes.
 * ``report`` (timer): patches the status when it differs, and posts a Warning Event when the
-  Ready condition turns to a failure (InvalidSpec, SyncFailed).
+  Ready condition turns to a failure (InvalidSpec, SyncFailed); tries again a run-now token
+  that had to wait (not synced yet, database unavailable).
 * startup/cleanup: the syncer and status loops; login: service account, else kubeconfig.
 
 No handler raises for what an object holds: translation reports a bad spec as InvalidSpec
@@ -34,7 +37,7 @@ import kopf
 from tickwork import metrics
 from tickwork.clock import Clock, DatabaseClock
 from tickwork.logs import fields
-from tickwork.operator import listing, status, tenants
+from tickwork.operator import listing, run_now, status, tenants
 from tickwork.operator.board import Board
 from tickwork.operator.config import GROUP, PLURAL, VERSION, OperatorConfig
 from tickwork.operator.database import Database
@@ -87,6 +90,7 @@ class Runtime:
             policies=self.policies.current,
         )
         self.lister = listing.Lister(config.namespaces)
+        self.run_now = run_now.RunNow(database, self.ready, self.supplies, self.clock.wall)
         self._seen: dict[tuple[str, str], tuple[Any, ...]] = {}
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -101,6 +105,7 @@ class Runtime:
         key = (body.metadata.namespace or "", body.metadata.name or "")
         if event_type == "DELETED":
             self._seen.pop(key, None)
+            self.run_now.forget(key)
             self.syncer.notify()
             return
         # The translation, not the raw spec: it is what a sync reads, and comparing it never
@@ -232,8 +237,12 @@ def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
         await runtime.stop()
 
     @kopf.on.event(*resource, registry=registry)
-    async def changed(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
+    async def changed(
+        event: kopf.RawEvent, body: kopf.Body, status: kopf.Status, patch: kopf.Patch, **_: Any
+    ) -> None:
         runtime.observe(event.get("type"), body)
+        if event.get("type") != "DELETED":
+            patch.status.update(await runtime.run_now.handle(body, status))
 
     @kopf.on.event(GROUP, VERSION, tenants.PLURAL, registry=registry)
     async def policy_changed(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
@@ -260,6 +269,7 @@ def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
 
     @kopf.timer(*resource, interval=runtime.config.status_interval, registry=registry)
     async def report(body: kopf.Body, status: kopf.Status, patch: kopf.Patch, **_: Any) -> None:
+        patch.status.update(await runtime.run_now.handle(body, status))
         changes = runtime.report(body, dict(status))
         if changes:
             patch.status.update(changes)

@@ -1,12 +1,15 @@
 """Operator actions on one schedule, outside its timetable: the revision-fenced single fire,
-backfill and manual trigger. Each runs on the caller's connection, in one transaction."""
+backfill and manual trigger (idempotent by request id). Each runs on the caller's
+connection, in one transaction."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from tickwork import transitions
 from tickwork.db import audit as audit_db
 from tickwork.db import clock as clock_db
 from tickwork.db import connections, store
@@ -139,6 +142,9 @@ def backfill(
     return report
 
 
+TRIGGER = "trigger"
+
+
 def trigger(
     conn: connections.Connection,
     namespace: str,
@@ -147,14 +153,33 @@ def trigger(
     now: datetime | None,
     *,
     before: dict[str, Any] | None = None,
-) -> tuple[JobId, int]:
-    """One job now, outside the timetable (no occurrence); works while suspended. Returns
-    the job and the audit record (holding the snapshots when ``before`` is given)."""
+    details: Mapping[str, Any] | None = None,
+) -> transitions.Outcome:
+    """One job now, outside the timetable (no occurrence); works while suspended. The one
+    path of every trigger: the App (and so ``tickwork trigger``), the console and the
+    operator's run-now annotation.
+
+    Idempotent by the actor's request id, decided under the schedule's row lock: a request id
+    already recorded for this schedule (its ``trigger`` audit record, which retention never
+    deletes) returns the earlier job and creates nothing, so concurrent callers with one
+    request id, in any processes, get one job. The audit record holds ``details`` besides the
+    job id, and the schedule's snapshots when ``before`` is given."""
     locked, definition = _lock(conn, namespace, name)
+    target = f"schedule:{namespace}/{name}"
+    if earlier := transitions.replayed(conn, TRIGGER, target, actor, None):
+        return earlier
     if not locked.enabled:
         raise InvalidTransition(f"schedule {namespace}/{name} is disabled")
     job = policies.schedule_job(namespace, definition, None, locked.state)
     job_id = store.run(conn, jobs_db.insert_schedule_jobs([job], now))[0].id
     store.run(conn, schedules_db.record_job(namespace, name, job_id, None))
-    audit_id = _record(conn, actor, "trigger", namespace, name, {"job_id": job_id}, before, now)
-    return job_id, audit_id
+    recorded = {**(details or {}), "job_id": job_id}
+    audit_id = _record(conn, actor, TRIGGER, namespace, name, recorded, before, now)
+    return transitions.Outcome(
+        TRIGGER,
+        target,
+        True,
+        f"schedule {namespace}/{name} triggered: job {job_id}",
+        audit_id,
+        job_id,
+    )
