@@ -101,7 +101,8 @@ JOBS_CLAIMED = Counter("tickwork_jobs_claimed_total", "Jobs claimed by this work
 JOBS_COMPLETED = Counter(
     "tickwork_jobs_completed_total",
     "Job attempts finished by this worker, by outcome: "
-    "succeeded, retried, dead, cancelled, timed_out.",
+    "succeeded, retried, dead, cancelled, timed_out; a sync that prunes a schedule counts "
+    "its pending jobs it cancelled as cancelled.",
     [*_JOB, "outcome"],
 )
 JOB_DURATION = FastHistogram(

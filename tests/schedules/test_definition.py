@@ -22,6 +22,7 @@ from tickwork.schedules.definition import (
     IntervalMode,
     JobTemplate,
     MisfirePolicy,
+    PendingJobsOnDelete,
     ScheduleDefinition,
     format_duration,
     validate_all,
@@ -70,6 +71,7 @@ FULL_SPEC: dict[str, Any] = {
     "misfirePolicy": "CatchUp",
     "catchUpLimit": 3,
     "jitterSeconds": 5,
+    "pendingJobsOnDelete": "Keep",
     "job": {
         "kind": "report.nightly",
         "queue": "reports",
@@ -92,6 +94,7 @@ FULL = ScheduleDefinition(
     misfire_policy=MisfirePolicy.CATCH_UP,
     catch_up_limit=3,
     jitter_seconds=5,
+    pending_jobs_on_delete=PendingJobsOnDelete.KEEP,
     job=JobTemplate(
         kind="report.nightly",
         queue="reports",
@@ -431,6 +434,7 @@ def test_to_spec_writes_defaults_and_omits_unset_fields() -> None:
         "misfirePolicy": "Latest",
         "catchUpLimit": 10,
         "jitterSeconds": 0,
+        "pendingJobsOnDelete": "Cancel",
         "job": {
             "kind": "poll.feed",
             "queue": "default",
@@ -494,6 +498,7 @@ CHANGES: list[Callable[[ScheduleDefinition], ScheduleDefinition]] = [
     lambda d: dataclasses.replace(d, misfire_policy=MisfirePolicy.SKIP),
     lambda d: dataclasses.replace(d, catch_up_limit=4),
     lambda d: dataclasses.replace(d, jitter_seconds=0),
+    lambda d: dataclasses.replace(d, pending_jobs_on_delete=PendingJobsOnDelete.CANCEL),
     lambda d: with_job(d, kind="report.weekly"),
     lambda d: with_job(d, queue="default"),
     lambda d: with_job(d, payload={"format": "pdf"}),
@@ -617,6 +622,8 @@ def test_unknown_fields_are_rejected_with_their_path(spec: dict[str, Any], field
         ("concurrencyPolicy", "forbid", "must be one of Allow, Forbid, BufferOne, Replace"),
         ("misfirePolicy", 1, "must be a string"),
         ("misfirePolicy", "Never", "must be one of Skip, Latest, CatchUp"),
+        ("pendingJobsOnDelete", "cancel", "must be one of Cancel, Keep"),
+        ("pendingJobsOnDelete", False, "must be a string"),
         ("scheduleNamespace", 3, "must be a string"),
         ("scheduleNamespace", "", "must not be empty"),
         ("job", "report", "must be a mapping"),

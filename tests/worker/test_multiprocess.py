@@ -1,5 +1,6 @@
 """Several worker processes on one database: every job runs exactly once when all stay up,
-and at least once (and ends succeeded) when one of them is killed mid-run."""
+at least once (and ends succeeded) when one of them is killed mid-run, and once or not at all
+(cancelled) when its schedule is pruned mid-drain."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import os
 import signal
 from collections import Counter
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,7 @@ from tests.support.helpers import (
     stop_processes,
     wait_until_sync,
 )
+from tickwork.schedules.definition import JobTemplate, ScheduleDefinition
 
 Start = Callable[[str, dict[str, Any]], Any]
 
@@ -183,3 +186,45 @@ def test_jobs_of_a_killed_process_are_recovered_and_all_end_succeeded(
     twice = {job_id for job_id, n in executions.items() if n > 1}
     assert twice <= recovered, "only jobs taken from the dead worker ran again"
     assert max(executions.values()) <= 2
+
+
+def test_pruning_while_processes_claim_each_job_runs_once_or_is_cancelled(
+    database_url: str, conn: psycopg.Connection, tmp_path: Path, start_worker: Start
+) -> None:
+    """A schedule's backlog drained by three worker processes is pruned mid-drain: every job
+    ends either succeeded, run exactly once, or cancelled, never run; none is left pending."""
+    jobs = 3000
+    names = ["del-0", "del-1", "del-2"]
+    overrides = {"concurrency": 10, "claim_batch": 20, "poll_seconds": 0.2}
+    processes = [start_worker(name, overrides) for name in names]
+    _wait_registered(conn, names)
+
+    app = tickwork.App(database_url)
+    try:
+        job = JobTemplate(kind=MP_KIND, payload={"sleep": 0.05})
+        app.sync_schedules("ns", [ScheduleDefinition("backlog", job, every=timedelta(seconds=1))])
+        end = scalar(conn, "SELECT date_trunc('second', now())") - timedelta(seconds=1)
+        created = app.backfill("ns", "backlog", end - timedelta(seconds=jobs - 1), end).created
+        assert created == jobs
+        wait_until_sync(
+            lambda: _counts(conn).get("succeeded", 0) >= 50, timeout=30, what="the drain to start"
+        )
+        report = app.sync_schedules("ns", [])
+    finally:
+        app.close()
+    wait_until_sync(
+        lambda: set(_counts(conn)) <= {"succeeded", "cancelled"},
+        timeout=30,
+        what="the running jobs to finish",
+    )
+    _stop(processes)
+
+    statuses = dict(conn.execute("SELECT id, status::text FROM tickwork.jobs"))
+    executions = Counter(job_id for ran in recorded_ids(tmp_path).values() for job_id in ran)
+    succeeded = {i for i, s in statuses.items() if s == "succeeded"}
+    cancelled = {i for i, s in statuses.items() if s == "cancelled"}
+    assert len(succeeded) + len(cancelled) == jobs
+    assert set(executions) == succeeded, "a job ran iff it succeeded"
+    assert max(executions.values()) == 1, "no job ran twice"
+    assert report.cancelled == {"backlog": len(cancelled)}
+    assert succeeded and cancelled, "the prune landed mid-drain"

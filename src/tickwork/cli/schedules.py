@@ -243,17 +243,32 @@ def sync(args: argparse.Namespace, env: common.Env) -> int:
 
 def describe_sync(namespace: str, report: SyncReport, *, dry_run: bool) -> str:
     """``namespace billing: 1 created, 0 updated, 2 unchanged, 0 disabled`` and a line of
-    names per kind of change."""
-    changes: dict[str, list[str]] = dataclasses.asdict(report)
+    names per kind of change, then the pending jobs the disabled schedules lost."""
+    changes = {
+        "created": report.created,
+        "updated": report.updated,
+        "unchanged": report.unchanged,
+        "disabled": report.disabled,
+    }
     counts = ", ".join(f"{len(names)} {change}" for change, names in changes.items())
     dry = " (dry run: nothing written)" if dry_run else ""
     lines = [f"namespace {namespace}: {counts}{dry}"]
     for change, names in changes.items():
         if names:
-            shown = ", ".join(names[:NAMES_SHOWN])
-            more = f" and {len(names) - NAMES_SHOWN} more" if len(names) > NAMES_SHOWN else ""
-            lines.append(f"  {change + ':':<10} {shown}{more}")
+            lines.append(f"  {change + ':':<10} {_names_shown(names)}")
+    if report.cancelled:
+        total = sum(report.cancelled.values())
+        lines.append(
+            f"  {'cancelled:':<10} {total} pending job{'s' if total != 1 else ''} of "
+            f"{_names_shown(list(report.cancelled))}"
+        )
     return "\n".join(lines)
+
+
+def _names_shown(names: list[str]) -> str:
+    shown = ", ".join(names[:NAMES_SHOWN])
+    more = f" and {len(names) - NAMES_SHOWN} more" if len(names) > NAMES_SHOWN else ""
+    return shown + more
 
 
 # --- schedules -----------------------------------------------------------------------------

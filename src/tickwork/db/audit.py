@@ -75,6 +75,23 @@ def audit_schedule(
     return Op("audit_schedule", params, _id)
 
 
+def audit_schedules_disabled(
+    namespace: str,
+    actor: Actor,
+    details: Mapping[str, Mapping[str, Any]],
+    now: datetime | None,
+) -> Op[list[int]]:
+    """One ``disable`` record per schedule of ``namespace`` named in ``details`` (name to
+    its details), in one statement."""
+    params = _actor_params(actor, "disable", now)
+    params.update(
+        namespace=namespace,
+        names=list(details),
+        details=[Jsonb(dict(d)) for d in details.values()],
+    )
+    return Op("audit_schedules_disabled", params, lambda rows: [int(r["id"]) for r in rows])
+
+
 def session_ended(target: str) -> Op[bool]:
     """A logout was recorded for the session ``target``."""
     return Op("audit_session_ended", {"target": target}, lambda rows: bool(rows[0]["ended"]))

@@ -376,6 +376,32 @@ def cancel_open_jobs(keys: Sequence[Key], now: datetime | None) -> Op[dict[Key, 
 
 
 @dataclass(frozen=True)
+class CancelledJob:
+    """A pending job of a pruned schedule, cancelled."""
+
+    id: JobId
+    name: str
+    """Its schedule's name."""
+    queue: str
+    kind: str
+
+
+def cancel_pending_jobs(
+    namespace: str, names: Sequence[str], now: datetime | None
+) -> Op[list[CancelledJob]]:
+    """Cancel the pending jobs of these schedules of ``namespace`` (running ones finish),
+    by id."""
+    return Op(
+        "job_cancel_pending_of_schedules",
+        {"namespace": namespace, "names": list(names), "now": now},
+        lambda rows: [
+            CancelledJob(JobId(r["id"]), r["schedule_name"], r["queue"], r["kind"])
+            for r in sorted(rows, key=lambda r: int(r["id"]))
+        ],
+    )
+
+
+@dataclass(frozen=True)
 class OpenJob:
     """A pending or running job of a schedule (the operator's ``status.active``)."""
 

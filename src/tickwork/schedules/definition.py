@@ -58,6 +58,22 @@ class MisfirePolicy(enum.StrEnum):
     CATCH_UP = "CatchUp"
 
 
+class PendingJobsOnDelete(enum.StrEnum):
+    """What disabling the schedule by pruning (its Schedule deleted, or left out of a pruning
+    sync) does with its pending jobs: cancel them (running ones finish), or keep them."""
+
+    CANCEL = "Cancel"
+    KEEP = "Keep"
+
+
+def stored_pending_jobs_on_delete(spec: Mapping[str, Any]) -> PendingJobsOnDelete:
+    """The behaviour a stored spec asks for when it is pruned: Cancel unless it says Keep
+    (a spec stored before the field existed has none, and gets the default)."""
+    if spec.get("pendingJobsOnDelete") == PendingJobsOnDelete.KEEP:
+        return PendingJobsOnDelete.KEEP
+    return PendingJobsOnDelete.CANCEL
+
+
 class IntervalMode(enum.StrEnum):
     """``every`` counted from a fixed anchor, or from the end of the previous job."""
 
@@ -114,6 +130,8 @@ class ScheduleDefinition:
     catch_up_limit: int = 10
     """How many of the most recent missed occurrences ``CatchUp`` fires."""
     jitter_seconds: int = 0
+    pending_jobs_on_delete: PendingJobsOnDelete = PendingJobsOnDelete.CANCEL
+    """When pruning disables the schedule: Cancel its pending jobs, or Keep them."""
 
     def validate(self, namespace: str) -> None:
         """Raise :class:`DefinitionError` for the first invalid value."""
@@ -176,6 +194,7 @@ class ScheduleDefinition:
         spec["misfirePolicy"] = str(self.misfire_policy)
         spec["catchUpLimit"] = self.catch_up_limit
         spec["jitterSeconds"] = self.jitter_seconds
+        spec["pendingJobsOnDelete"] = str(self.pending_jobs_on_delete)
         spec["job"] = _job_to_spec(self.job)
         return spec
 
@@ -213,6 +232,8 @@ class ScheduleDefinition:
             misfire_policy=fields.choice("misfirePolicy", MisfirePolicy) or MisfirePolicy.LATEST,
             catch_up_limit=_or(fields.integer("catchUpLimit"), 10),
             jitter_seconds=_or(fields.integer("jitterSeconds"), 0),
+            pending_jobs_on_delete=fields.choice("pendingJobsOnDelete", PendingJobsOnDelete)
+            or PendingJobsOnDelete.CANCEL,
         )
 
     def _validate_job(self) -> None:
@@ -505,6 +526,7 @@ _SPEC_FIELDS = frozenset(
         "misfirePolicy",
         "catchUpLimit",
         "jitterSeconds",
+        "pendingJobsOnDelete",
         "job",
         "scheduleNamespace",
     }

@@ -6,6 +6,14 @@ locks the namespace (checking its owner), creates what is new, updates what real
 next run) and, when pruning, disables what is no longer listed. Re-listing a disabled
 schedule enables it again, as a change.
 
+Pruning is how a schedule is deleted (the operator's finalizer syncs without the deleted
+object): in the same transaction as the disable, the pending jobs of each disabled schedule
+whose stored spec says ``pendingJobsOnDelete: Cancel`` (the default, also for specs stored
+before the field existed) are cancelled; running ones finish. Each disabled schedule gets an
+audit record by the syncing owner with what became of its pending jobs, and the cancelled
+jobs count as cancelled in ``tickwork_jobs_completed_total``. Re-enabling a schedule brings
+no cancelled job back; an update (a revision change) cancels nothing.
+
 Next runs: a new (or re-enabled) schedule starts with its first occurrence after now, with no
 backlog. A changed one keeps an occurrence that was already due but not fired yet. Resuming
 a suspended schedule marks everything before now as missed, so its misfire policy decides
@@ -18,15 +26,21 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from tickwork import metrics
+from tickwork.db import audit as audit_db
 from tickwork.db import connections, store
+from tickwork.db import jobs as jobs_db
 from tickwork.db import namespaces as namespaces_db
 from tickwork.db import schedules as db
 from tickwork.errors import InvalidInput, NamespaceOwned
+from tickwork.model import Actor
 from tickwork.schedules import occurrences
 from tickwork.schedules.definition import (
     DefinitionError,
     IntervalMode,
+    PendingJobsOnDelete,
     ScheduleDefinition,
+    stored_pending_jobs_on_delete,
     validate_all,
 )
 
@@ -35,17 +49,23 @@ MAX_NAMESPACE_LENGTH = 253
 ANALYZE_AFTER = 1000
 """A sync creating this many schedules refreshes the table's statistics."""
 
+AUDITED_JOB_IDS = 100
+"""The audit record of a disabled schedule lists at most this many cancelled job ids (its
+count is exact)."""
+
 _TICK = timedelta(microseconds=1)
 
 
 @dataclass(frozen=True)
 class SyncReport:
-    """Names of the schedules a sync created, updated, left unchanged and disabled."""
+    """Names of the schedules a sync created, updated, left unchanged and disabled, and how
+    many pending jobs it cancelled per disabled schedule (those with none are left out)."""
 
     created: list[str] = field(default_factory=list)
     updated: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
     disabled: list[str] = field(default_factory=list)
+    cancelled: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -53,6 +73,8 @@ class Plan:
     report: SyncReport
     creates: list[db.ScheduleWrite]
     updates: list[db.ScheduleWrite]
+    keeps: frozenset[str] = frozenset()
+    """The disabled schedules whose stored spec says ``pendingJobsOnDelete: Keep``."""
 
 
 def check_namespace(namespace: str) -> None:
@@ -162,14 +184,59 @@ def plan(
                 reset_state=_job_changed(old, definition),
             )
         )
+    keeps: set[str] = set()
     if prune:
         listed = {d.name for d in definitions}
-        report.disabled.extend(
-            row.name
-            for row in stored
-            if row.enabled and row.name not in listed and row.name not in protect
-        )
-    return Plan(report, creates, updates)
+        for row in stored:
+            if row.enabled and row.name not in listed and row.name not in protect:
+                report.disabled.append(row.name)
+                if stored_pending_jobs_on_delete(row.spec) is PendingJobsOnDelete.KEEP:
+                    keeps.add(row.name)
+    return Plan(report, creates, updates, frozenset(keeps))
+
+
+def _disable(
+    conn: connections.Connection,
+    namespace: str,
+    result: Plan,
+    owner: str,
+    now: datetime | None,
+) -> list[jobs_db.CancelledJob]:
+    """Disable the pruned schedules, cancel the pending jobs of those that do not keep them,
+    and audit each one; returns the jobs cancelled."""
+    disabled = result.report.disabled
+    store.run(conn, db.disable_schedules(namespace, disabled, now))
+    cancelling = [name for name in disabled if name not in result.keeps]
+    cancelled = (
+        store.run(conn, jobs_db.cancel_pending_jobs(namespace, cancelling, now))
+        if cancelling
+        else []
+    )
+    ids: dict[str, list[int]] = {}
+    for job in cancelled:
+        ids.setdefault(job.name, []).append(job.id)
+    details = {
+        name: {
+            "reason": "pruned",
+            "pending_jobs_on_delete": str(
+                PendingJobsOnDelete.KEEP if name in result.keeps else PendingJobsOnDelete.CANCEL
+            ),
+            "cancelled_jobs": len(ids.get(name, ())),
+            "cancelled_job_ids": ids.get(name, [])[:AUDITED_JOB_IDS],
+        }
+        for name in disabled
+    }
+    store.run(conn, audit_db.audit_schedules_disabled(namespace, Actor(owner), details, now))
+    result.report.cancelled.update((name, len(found)) for name, found in ids.items())
+    return cancelled
+
+
+def _count_cancelled(namespace: str, cancelled: Sequence[jobs_db.CancelledJob]) -> None:
+    counts: dict[tuple[str, str], int] = {}
+    for job in cancelled:
+        counts[job.queue, job.kind] = counts.get((job.queue, job.kind), 0) + 1
+    for (queue, kind), count in counts.items():
+        metrics.JOBS_COMPLETED.labels(namespace, queue, kind, "cancelled").inc(count)
 
 
 def sync(
@@ -186,11 +253,13 @@ def sync(
 ) -> SyncReport:
     """Validate, then apply :func:`plan` in one transaction on ``conn`` (rolled back when
     ``dry_run``). Raises DefinitionError or NamespaceOwned before anything is written.
-    Pruning spares the names in ``protect``."""
+    Pruning spares the names in ``protect``. The jobs it cancelled are counted once its
+    transaction (a savepoint, when the caller's is open) has succeeded."""
     check_namespace(namespace)
     if not owner.strip():
         raise InvalidInput("owner", "must not be empty")
     validate_all(namespace, definitions)
+    cancelled: list[jobs_db.CancelledJob] = []
     with conn.transaction(force_rollback=dry_run):
         lock = store.run(conn, namespaces_db.lock_namespace(namespace, owner, now))
         if lock.owner != owner:
@@ -211,8 +280,10 @@ def sync(
             if len(updated) != len(result.updates):
                 raise AssertionError("schedule rows changed while locked")
         if result.report.disabled:
-            store.run(conn, db.disable_schedules(namespace, result.report.disabled, now))
+            cancelled = _disable(conn, namespace, result, owner, now)
         report = result.report
         if report.created or report.updated or report.disabled:
             store.run(conn, db.notify_namespace(namespace))
+    if not dry_run:
+        _count_cancelled(namespace, cancelled)
     return report

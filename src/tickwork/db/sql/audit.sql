@@ -31,6 +31,15 @@ FROM tickwork.schedules
 WHERE namespace = %(namespace)s AND name = %(name)s
 RETURNING id;
 
+-- name: audit_schedules_disabled
+-- Sync with pruning: one record per schedule it disabled, each with its own details (what
+-- became of its pending jobs).
+INSERT INTO tickwork.audit_log (at, actor, action, target, reason, request_id, details)
+SELECT coalesce(%(now)s, now()), %(actor)s, %(action)s,
+       'schedule:' || %(namespace)s || '/' || d.name, %(reason)s, %(request_id)s, d.details
+FROM unnest(%(names)b::text[], %(details)b::jsonb[]) AS d(name, details)
+RETURNING id;
+
 -- name: audit_session_ended
 -- A logout ended this session (its handle is the target).
 SELECT EXISTS (SELECT 1 FROM tickwork.audit_log

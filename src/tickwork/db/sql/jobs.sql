@@ -303,6 +303,30 @@ FROM open
 WHERE j.id = open.id
 RETURNING j.schedule_namespace, j.schedule_name;
 
+-- name: job_cancel_pending_of_schedules
+-- Sync with pruning: the pending jobs (available: delayed, due, or waiting for a retry) of
+-- schedules this transaction disabled are cancelled; running ones are not touched and finish.
+-- A job another transaction holds (a claim in flight) is waited for and then re-read: one
+-- claimed meanwhile is running and left alone, so each job either runs or is cancelled.
+-- The trigger jobs_schedule_ended records the outcome on each schedule.
+WITH pending AS (
+    SELECT j.id
+    FROM tickwork.jobs j
+    WHERE j.schedule_namespace = %(namespace)s
+      AND j.schedule_name = ANY(%(names)b::text[])
+      AND j.status = 'available'
+    ORDER BY j.id
+    FOR UPDATE OF j
+)
+UPDATE tickwork.jobs j
+SET status = 'cancelled',
+    finished_at = coalesce(%(now)s, now()),
+    last_error = 'cancelled: its schedule was disabled by pruning (deleted)',
+    version = j.version + 1
+FROM pending
+WHERE j.id = pending.id
+RETURNING j.id, j.schedule_name, j.queue, j.kind;
+
 -- name: job_record_cancelled
 -- The worker stopped a job that was asked to stop (or never started it).
 UPDATE tickwork.jobs
