@@ -91,7 +91,10 @@ class _Live(Span):
             if exc is not None and self._span.is_recording():
                 # Not a task's error (execution returns those): the task was interrupted (a
                 # stop request, a lost lease, a shutdown) or tickwork's own step failed.
-                self._span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+                what = type(exc).__name__
+                self._span.set_status(
+                    Status(StatusCode.ERROR, f"{what}: {exc}" if str(exc) else what)
+                )
         finally:
             assert self._token is not None, "entered before exited"
             otel_context.detach(self._token)

@@ -5,6 +5,7 @@ and, in subprocesses, nothing stored without a tracer provider or without the pa
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -23,7 +24,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 from opentelemetry.util._once import Once
 
 import tickwork
-from tests.support.helpers import at, job_row, running, settings, wait_status
+from tests.support.helpers import at, job_row, running, settings, wait_status, wait_until
 from tests.support.schedule_helpers import NS, every, fire
 from tickwork.clock import SettableClock
 from tickwork.schedules.definition import JobTemplate
@@ -191,8 +192,6 @@ async def test_a_timed_out_attempt_has_error_status_and_error_type_timeout(
 ) -> None:
     @app.task("t.slow", max_attempts=1, timeout=0.05)
     async def slow(job: tickwork.Job) -> None:
-        import asyncio
-
         await asyncio.sleep(5)
 
     job_id = await app.enqueue_async("t.slow", {})
@@ -203,6 +202,30 @@ async def test_a_timed_out_attempt_has_error_status_and_error_type_timeout(
     assert span.status.status_code is StatusCode.ERROR
     assert span.status.description == "timed out after 0.05s"
     assert (span.attributes or {})["error.type"] == "timeout"
+
+
+async def test_an_interrupted_attempt_ends_its_span_with_error_status(
+    database_url: str,
+    app: tickwork.App,
+    clock: SettableClock,
+    aconn: psycopg.AsyncConnection[Any],
+    spans: InMemorySpanExporter,
+) -> None:
+    @app.task("t.stoppable")
+    async def stoppable(job: tickwork.Job) -> None:
+        await asyncio.sleep(30)
+
+    job_id = await app.enqueue_async("t.stoppable", {})
+    worker = Worker(app, settings(database_url), clock=clock)
+    async with running(worker):
+        await wait_until(lambda: worker.running_jobs == 1, what="the task to start")
+        await asyncio.to_thread(app.cancel, job_id)  # the worker hears of it and stops the task
+        await wait_status(aconn, job_id, "cancelled")
+
+    (span,) = named(spans, "tickwork.run t.stoppable")
+    assert span.status.status_code is StatusCode.ERROR
+    assert span.status.description == "CancelledError"
+    assert span.events == ()  # an interruption, not the task's exception
 
 
 async def test_a_fired_job_runs_as_the_child_of_its_firing_span(
