@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, TypedDict, TypeVar, Unpack
 
-from tickwork import metrics, transitions
+from tickwork import metrics, tracing, transitions
 from tickwork.clock import Clock, DatabaseClock
 from tickwork.db import connections, store
 from tickwork.db import jobs as jobs_db
@@ -204,7 +204,8 @@ class App:
         if fields.get("unique_key") is not None:
             raise InvalidInput("unique_key", "not supported by enqueue_many")
         template = self._new_job(kind, None, fields)
-        return template, jobs_db.insert_jobs(template, payloads, self.clock.now())
+        op = jobs_db.insert_jobs(template, payloads, self.clock.now(), tracing.capture())
+        return template, op
 
     def enqueue(
         self,
@@ -215,9 +216,10 @@ class App:
         **fields: Unpack[JobFields],
     ) -> JobId:
         """Add a job; returns its id (the existing job's id when ``unique_key`` matches an
-        open job). With ``conn``, the insert joins that connection's open transaction."""
+        open job). With ``conn``, the insert joins that connection's open transaction. The
+        current trace context, if any, goes with it (:mod:`tickwork.tracing`)."""
         job = self._new_job(kind, {} if payload is None else payload, fields)
-        op = jobs_db.insert_job(job, self.clock.now())
+        op = jobs_db.insert_job(job, self.clock.now(), tracing.capture())
         for _ in range(_UNIQUE_RACE_RETRIES):
             result = self._run(op, conn)
             if result is not None:
@@ -235,7 +237,7 @@ class App:
     ) -> JobId:
         """:meth:`enqueue` for asyncio code."""
         job = self._new_job(kind, {} if payload is None else payload, fields)
-        op = jobs_db.insert_job(job, self.clock.now())
+        op = jobs_db.insert_job(job, self.clock.now(), tracing.capture())
         for _ in range(_UNIQUE_RACE_RETRIES):
             result = await self._arun(op, conn)
             if result is not None:

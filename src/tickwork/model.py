@@ -11,6 +11,10 @@ from tickwork.errors import InvalidInput
 
 JobId = NewType("JobId", int)
 
+TraceContext = dict[str, str]
+"""A trace context as the OpenTelemetry propagator's text carrier (W3C ``traceparent`` and
+``tracestate``), stored with a job (:mod:`tickwork.tracing`)."""
+
 DEFAULT_QUEUE = "default"
 DEFAULT_MAX_ATTEMPTS = 25
 
@@ -85,6 +89,8 @@ class Job:
     created_at: datetime | None = None
     started_at: datetime | None = None
     finished_at: datetime | None = None
+    trace_context: TraceContext | None = None
+    """The trace context the job was created in (:mod:`tickwork.tracing`); None: none."""
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ PURE = [
     "tickwork.tasks",
     "tickwork.settings",
     "tickwork.logs",
+    "tickwork.tracing",
     "tickwork.schedules.occurrences",
     "tickwork.schedules.cron_days",
     "tickwork.schedules.definition",
@@ -122,7 +123,7 @@ PACKAGES = (
 
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("tickwork.errors",),
-    ("tickwork.model", "tickwork.clock", "tickwork.settings", "tickwork.logs"),
+    ("tickwork.model", "tickwork.clock", "tickwork.settings", "tickwork.logs", "tickwork.tracing"),
     ("tickwork.metrics", "tickwork.db"),
     ("tickwork.transitions",),
     ("tickwork.schedules",),

@@ -12,7 +12,16 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from tickwork.db.store import Op, Row, optional_json, to_json
-from tickwork.model import Backoff, Job, JobId, JobStatus, NewJob, OpenJobs, ScheduleRef
+from tickwork.model import (
+    Backoff,
+    Job,
+    JobId,
+    JobStatus,
+    NewJob,
+    OpenJobs,
+    ScheduleRef,
+    TraceContext,
+)
 
 Key = tuple[str, str]
 """(namespace, name) of a schedule."""
@@ -51,6 +60,7 @@ def job_from_row(row: Row) -> Job:
         created_at=row.get("created_at"),
         started_at=row.get("started_at"),
         finished_at=row.get("finished_at"),
+        trace_context=row.get("trace_context"),
     )
 
 
@@ -90,21 +100,39 @@ def _enqueued(rows: list[Row]) -> Enqueued | None:
     return Enqueued(JobId(rows[0]["id"]), rows[0]["created"]) if rows else None
 
 
-def insert_job(job: NewJob, now: datetime | None) -> Op[Enqueued | None]:
-    """Insert one job; ``None`` means a unique-key race to retry."""
+def _carrier(trace_context: TraceContext | None) -> Jsonb | None:
+    """A trace context for ``jobs.trace_context``: the propagator's strings, JSON already."""
+    return None if trace_context is None else Jsonb(trace_context)
+
+
+def insert_job(
+    job: NewJob, now: datetime | None, trace_context: TraceContext | None = None
+) -> Op[Enqueued | None]:
+    """Insert one job, created in ``trace_context``; ``None`` means a unique-key race to retry."""
     params = _fields(job)
     params.update(
-        kind=job.kind, payload=to_json("payload", job.payload), unique_key=job.unique_key, now=now
+        kind=job.kind,
+        payload=to_json("payload", job.payload),
+        unique_key=job.unique_key,
+        trace_context=_carrier(trace_context),
+        now=now,
     )
     return Op("job_insert", params, _enqueued)
 
 
-def insert_jobs(template: NewJob, payloads: Sequence[Any], now: datetime | None) -> Op[list[JobId]]:
-    """Jobs like ``template``, one per payload (its own payload and unique key unused)."""
+def insert_jobs(
+    template: NewJob,
+    payloads: Sequence[Any],
+    now: datetime | None,
+    trace_context: TraceContext | None = None,
+) -> Op[list[JobId]]:
+    """Jobs like ``template``, one per payload (its own payload and unique key unused), all
+    created in ``trace_context``."""
     params = _fields(template)
     params.update(
         kind=template.kind,
         payloads=[to_json(f"payloads[{i}]", p) for i, p in enumerate(payloads)],
+        trace_context=_carrier(trace_context),
         now=now,
     )
     return Op("job_insert_many", params, lambda rows: [JobId(r["id"]) for r in rows])
@@ -118,9 +146,12 @@ class CreatedJob:
     occurrence_at: datetime | None
 
 
-def insert_schedule_jobs(jobs: Sequence[NewJob], now: datetime | None) -> Op[list[CreatedJob]]:
-    """One statement for all ``jobs``; an occurrence that has a job already is skipped.
-    Payloads come from validated definitions or stored state: plain JSON already."""
+def insert_schedule_jobs(
+    jobs: Sequence[NewJob], now: datetime | None, trace_context: TraceContext | None = None
+) -> Op[list[CreatedJob]]:
+    """One statement for all ``jobs``, all created in ``trace_context``; an occurrence that has
+    a job already is skipped. Payloads come from validated definitions or stored state: plain
+    JSON already."""
     return Op(
         "job_insert_for_schedules",
         {
@@ -138,6 +169,7 @@ def insert_schedule_jobs(jobs: Sequence[NewJob], now: datetime | None) -> Op[lis
             "namespaces": [j.schedule_namespace for j in jobs],
             "names": [j.schedule_name for j in jobs],
             "occurrences": [j.occurrence_at for j in jobs],
+            "trace_context": _carrier(trace_context),
             "now": now,
         },
         lambda rows: [

@@ -1,6 +1,7 @@
 """Operator actions on one schedule, outside its timetable: the revision-fenced single fire,
 backfill and manual trigger (idempotent by request id). Each runs on the caller's
-connection, in one transaction."""
+connection, in one transaction, and its jobs carry the caller's trace context
+(:func:`tickwork.tracing.capture`)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from tickwork import transitions
+from tickwork import tracing, transitions
 from tickwork.db import audit as audit_db
 from tickwork.db import clock as clock_db
 from tickwork.db import connections, store
@@ -91,7 +92,7 @@ def fire(
                 f"{occurrence_at.isoformat()} is not an occurrence of {namespace}/{name}",
             )
     job = policies.schedule_job(namespace, definition, occurrence_at, locked.state)
-    created = store.run(conn, jobs_db.insert_schedule_jobs([job], now))
+    created = store.run(conn, jobs_db.insert_schedule_jobs([job], now, tracing.capture()))
     if not created:
         return None
     store.run(conn, schedules_db.record_job(namespace, name, created[0].id, occurrence_at))
@@ -130,7 +131,7 @@ def backfill(
     if len(found) > MAX_BACKFILL:
         raise InvalidInput("end", f"the range holds more than {MAX_BACKFILL} occurrences; split it")
     jobs = [policies.schedule_job(namespace, definition, o, locked.state) for o in found]
-    created = store.run(conn, jobs_db.insert_schedule_jobs(jobs, now))
+    created = store.run(conn, jobs_db.insert_schedule_jobs(jobs, now, tracing.capture()))
     report = BackfillReport(created=len(created), existing=len(found) - len(created))
     details = {
         "start": start.isoformat(),
@@ -171,7 +172,7 @@ def trigger(
     if not locked.enabled:
         raise InvalidTransition(f"schedule {namespace}/{name} is disabled")
     job = policies.schedule_job(namespace, definition, None, locked.state)
-    job_id = store.run(conn, jobs_db.insert_schedule_jobs([job], now))[0].id
+    job_id = store.run(conn, jobs_db.insert_schedule_jobs([job], now, tracing.capture()))[0].id
     store.run(conn, schedules_db.record_job(namespace, name, job_id, None))
     recorded = {**(details or {}), "job_id": job_id}
     audit_id = _record(conn, actor, TRIGGER, namespace, name, recorded, before, now)

@@ -12,12 +12,13 @@ WITH inserted AS (
     INSERT INTO tickwork.jobs (
         kind, queue, payload, priority, run_at, max_attempts,
         retry_base_seconds, retry_rate, retry_max_seconds, timeout_seconds,
-        concurrency_key, unique_key, schedule_namespace, schedule_name, occurrence_at)
+        concurrency_key, unique_key, schedule_namespace, schedule_name, occurrence_at,
+        trace_context)
     VALUES (
         %(kind)s, %(queue)s, %(payload)s, %(priority)s,
         coalesce(%(run_at)s, %(now)s, now()), %(max_attempts)s,
         %(retry_base)s, %(retry_rate)s, %(retry_max)s, %(timeout)s,
-        %(concurrency_key)s, %(unique_key)s, NULL, NULL, NULL)
+        %(concurrency_key)s, %(unique_key)s, NULL, NULL, NULL, %(trace_context)s)
     ON CONFLICT (kind, unique_key)
         WHERE unique_key IS NOT NULL AND status IN ('available', 'running')
         DO NOTHING
@@ -35,24 +36,27 @@ LIMIT 1;
 -- Many jobs of one kind in one statement, ids returned in payload order.
 INSERT INTO tickwork.jobs (
     kind, queue, payload, priority, run_at, max_attempts,
-    retry_base_seconds, retry_rate, retry_max_seconds, timeout_seconds, concurrency_key)
+    retry_base_seconds, retry_rate, retry_max_seconds, timeout_seconds, concurrency_key,
+    trace_context)
 SELECT %(kind)s, %(queue)s, p.payload, %(priority)s,
        coalesce(%(run_at)s, %(now)s, now()), %(max_attempts)s,
-       %(retry_base)s, %(retry_rate)s, %(retry_max)s, %(timeout)s, %(concurrency_key)s
+       %(retry_base)s, %(retry_rate)s, %(retry_max)s, %(timeout)s, %(concurrency_key)s,
+       %(trace_context)s::jsonb
 FROM unnest(%(payloads)s::jsonb[]) WITH ORDINALITY AS p(payload, n)
 ORDER BY p.n
 RETURNING id;
 
 -- name: job_insert_for_schedules
--- The jobs of schedule occurrences (occurrence_at NULL: a manual trigger). An occurrence
--- that already has a job is left alone; the rows returned are the jobs created.
+-- The jobs of schedule occurrences (occurrence_at NULL: a manual trigger), all created in
+-- one trace context (the firing pass's span, or the caller's). An occurrence that already has
+-- a job is left alone; the rows returned are the jobs created.
 INSERT INTO tickwork.jobs (
     kind, queue, payload, priority, run_at, max_attempts,
     retry_base_seconds, retry_rate, retry_max_seconds, timeout_seconds, concurrency_key,
-    schedule_namespace, schedule_name, occurrence_at)
+    schedule_namespace, schedule_name, occurrence_at, trace_context)
 SELECT u.kind, u.queue, u.payload, u.priority, coalesce(u.run_at, %(now)s, now()),
        u.max_attempts, u.retry_base, u.retry_rate, u.retry_max, u.timeout, u.concurrency_key,
-       u.namespace, u.name, u.occurrence_at
+       u.namespace, u.name, u.occurrence_at, %(trace_context)b::jsonb
 FROM unnest(%(kinds)b::text[], %(queues)b::text[], %(payloads)b::jsonb[],
             %(priorities)b::smallint[], %(run_ats)b::timestamptz[], %(max_attempts)b::integer[],
             %(retry_bases)b::double precision[], %(retry_rates)b::double precision[],
@@ -119,7 +123,7 @@ claimed AS (
               j.version, j.retry_base_seconds, j.retry_rate, j.retry_max_seconds,
               j.timeout_seconds, j.concurrency_key, j.unique_key, j.schedule_namespace,
               j.schedule_name, j.occurrence_at, j.lease_expires_at, j.started_at,
-              j.status::text AS status, j.picked_by
+              j.status::text AS status, j.picked_by, j.trace_context
 )
 -- Handed over in claim order (UPDATE ... RETURNING has none): the worker starts its batch
 -- highest priority first.
@@ -132,7 +136,7 @@ SELECT j.id, j.kind, j.queue, j.payload, j.priority, j.run_at, j.attempt, j.max_
        j.version, j.retry_base_seconds, j.retry_rate, j.retry_max_seconds,
        j.timeout_seconds, j.concurrency_key, j.unique_key, j.schedule_namespace,
        j.schedule_name, j.occurrence_at, j.lease_expires_at, j.started_at,
-       j.status::text AS status, j.picked_by
+       j.status::text AS status, j.picked_by, j.trace_context
 FROM tickwork.jobs j
 WHERE j.picked_by = %(worker)s AND j.status = 'running' AND j.id <> ALL(%(held)s::bigint[])
 ORDER BY j.priority DESC, j.run_at, j.id;

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from tickwork import metrics
+from tickwork import metrics, tracing
 from tickwork.db import connections, store
 from tickwork.db import jobs as jobs_db
 from tickwork.db import schedules as db
@@ -197,7 +197,13 @@ async def _fire_batch(
             spent += planned.computed if planned else 1
             if planned is not None:
                 plans.append(planned)
-        settled, deferred = await _settle_apart(conn, plans, now, plan, failed)
+        with tracing.firing(namespaces, len(due)) as span:  # the jobs carry its context
+            settled, deferred = await _settle_apart(conn, plans, now, plan, failed)
+            span.counts(
+                created=sum(len(p.created) for p in settled),
+                skipped=sum(p.skipped for p in settled),
+                failed=len(failed),
+            )
         retries = {}
         if failed:
             failures = [
@@ -285,7 +291,8 @@ async def _settle(
     if jobs:
         for p in plans:
             p.step = INSERTING
-        for job in await store.arun(conn, jobs_db.insert_schedule_jobs(jobs, now)):
+        inserting = jobs_db.insert_schedule_jobs(jobs, now, tracing.capture())
+        for job in await store.arun(conn, inserting):
             by_key[job.namespace, job.name].created.append(job)
     for p in plans:
         p.step = "advancing it to its next run"
