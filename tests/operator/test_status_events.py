@@ -51,7 +51,9 @@ def test_each_change_posts_its_cronjob_like_event() -> None:
     assert recorder.observe(KEY, UID, running, at(2)) == []
     done = Seen(0, 1, "succeeded", at(1), duration_seconds=41.25)
     (event,) = recorder.observe(KEY, UID, done, at(3))
-    assert event == Event("Normal", events.SAW_COMPLETED_JOB, "Saw completed job 1: succeeded after 41.25s")
+    assert event == Event(
+        "Normal", events.SAW_COMPLETED_JOB, "Saw completed job 1: succeeded after 41.25s"
+    )
 
     dead = Seen(0, 2, "dead", at(2), attempt=5, error="ValueError:\n  bad   input")
     found = recorder.observe(KEY, UID, dead, at(4))
@@ -156,9 +158,10 @@ def test_served_needs_a_live_worker_offering_the_namespace_and_one_registering_t
         "2 live workers offer schedule namespace 'team'; 1 live worker registers kind 'k'"
     )
     # A worker listing a namespace twice counts once.
-    assert "1 live worker offers" in served.served(
-        fleet((["team", "team"], ["k"])), "team", "k", database_error=None
-    ).message
+    assert (
+        "1 live worker offers"
+        in served.served(fleet((["team", "team"], ["k"])), "team", "k", database_error=None).message
+    )
 
 
 @pytest.mark.parametrize(
@@ -203,5 +206,9 @@ def test_a_new_last_job_removes_the_fields_of_the_old_one() -> None:
     entry = entry_of({"metadata": {"name": "a", "namespace": "team"}, "spec": {}})
     changes = status.patch(current, entry, ready, found, T)
     assert changes["lastJob"]["finishedAt"] is None and changes["lastJob"]["id"] == 8
-    shown = {**current, "lastJob": status.present(changes["lastJob"]), "conditions": changes["conditions"]}
+    shown = {
+        **current,
+        "lastJob": status.present(changes["lastJob"]),
+        "conditions": changes["conditions"],
+    }
     assert status.patch(shown, entry, ready, found, T) == {}

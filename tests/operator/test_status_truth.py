@@ -36,8 +36,13 @@ def condition(cluster: Cluster, name: str, kind: str) -> dict[str, Any]:
 
 async def wait_served(cluster: Cluster, name: str, status: str, reason: str) -> dict[str, Any]:
     await wait_until(
-        lambda: (condition(cluster, name, "Served").get("status"), condition(cluster, name, "Served").get("reason"))
-        == (status, reason),
+        lambda: (
+            (
+                condition(cluster, name, "Served").get("status"),
+                condition(cluster, name, "Served").get("reason"),
+            )
+            == (status, reason)
+        ),
         timeout=DEADLINE,
         what=f"{name}: Served {status} {reason}",
     )
@@ -61,8 +66,14 @@ def register(url: str, name: str, kinds: list[str], now: datetime | None = None)
     """A worker row as a worker writes it at start (``now``: its heartbeat's time)."""
     with psycopg.connect(url, autocommit=True) as conn:
         op = workers_db.register_worker(
-            name=name, queues=["default"], kinds=kinds, namespaces=["ns"], concurrency=1,
-            host="test", pid=1, now=now,
+            name=name,
+            queues=["default"],
+            kinds=kinds,
+            namespaces=["ns"],
+            concurrency=1,
+            host="test",
+            pid=1,
+            now=now,
         )
         store.run(conn, op)
 

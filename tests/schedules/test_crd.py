@@ -446,7 +446,9 @@ def test_crd_status_fields() -> None:
 def test_crd_last_job_fields_are_those_the_operator_writes() -> None:
     last_job = openapi_schema()["properties"]["status"]["properties"]["lastJob"]
     at = datetime(2026, 12, 1, 3, tzinfo=UTC)
-    ended = LastJob("ns", "a", JobId(1), JobStatus.DEAD, at, at, at + timedelta(seconds=1.5), 3, "x")
+    ended = LastJob(
+        "ns", "a", JobId(1), JobStatus.DEAD, at, at, at + timedelta(seconds=1.5), 3, "x"
+    )
     written = operator_status.last_job(ended)
     assert set(last_job["properties"]) == set(written)
     assert None not in written.values()

@@ -89,9 +89,7 @@ def happenings(before: Seen, after: Seen) -> list[Happening]:
         )
     ended = new_job or after.job_status != before.job_status
     if ended and after.job_status in COMPLETED:
-        took = (
-            f" after {after.duration_seconds:g}s" if after.duration_seconds is not None else ""
-        )
+        took = f" after {after.duration_seconds:g}s" if after.duration_seconds is not None else ""
         found.append(
             Happening(
                 "Normal",
@@ -198,8 +196,7 @@ def _message(pending: _Pending) -> str:
     if pending.times == 1:
         return pending.message
     return (
-        f"{pending.count} {pending.what} since {_time(pending.since)} "
-        f"(the last: {pending.message})"
+        f"{pending.count} {pending.what} since {_time(pending.since)} (the last: {pending.message})"
     )
 
 

@@ -35,8 +35,8 @@ import kopf
 
 from tickwork import metrics
 from tickwork.clock import Clock, DatabaseClock
-from tickwork.logs import fields
 from tickwork.db.schedules import ScheduleRow
+from tickwork.logs import fields
 from tickwork.operator import events, listing, served, status, tenants
 from tickwork.operator.board import Board
 from tickwork.operator.config import GROUP, PLURAL, VERSION, OperatorConfig
@@ -224,7 +224,9 @@ class Runtime:
             reason = condition.reason if condition.reason in status.EVENT_REASONS else "SyncFailed"
             kopf.event(body, type="Warning", reason=reason, message=condition.message)
         was = status.previous(current, "Served")
-        if service.failed and (was is None or (was.status, was.reason) != ("False", service.reason)):
+        if service.failed and (
+            was is None or (was.status, was.reason) != ("False", service.reason)
+        ):
             kopf.event(body, type="Warning", reason=service.reason, message=service.message)
         seen = None if row is None or self.board.error else status.seen(row, last)
         for event in self.events.observe(entry.key, entry.uid, seen, now):

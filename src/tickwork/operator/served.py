@@ -98,5 +98,5 @@ def served(
 
 
 def _count(workers: int, one: str, many: str) -> str:
-    """"1 live worker offers", "2 live workers offer"."""
+    """ "1 live worker offers", "2 live workers offer"."""
     return f"1 live worker {one}" if workers == 1 else f"{workers} live workers {many}"

@@ -190,7 +190,9 @@ def patch(
     return {key: value for key, value in wanted.items() if current.get(key) != present(value)}
 
 
-def _condition(current: Mapping[str, Any], kind: str, value: Ready, now: datetime) -> dict[str, Any]:
+def _condition(
+    current: Mapping[str, Any], kind: str, value: Ready, now: datetime
+) -> dict[str, Any]:
     old = _find_condition(current, kind)
     same = old is not None and old.get("status") == value.status
     transition = old.get("lastTransitionTime") if same and old is not None else None
