@@ -31,6 +31,7 @@ PURE = [
     "tickwork.maintenance.firing.planner",
     "tickwork.operator.translate",
     "tickwork.operator.desired",
+    "tickwork.operator.events",
 ]
 """Logic that tests exhaustively without a database."""
 

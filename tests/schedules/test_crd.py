@@ -5,7 +5,7 @@ and by the operator's translation alike, and kopf's peering CRDs."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,9 @@ import yaml
 from tests.schedules import limit_helpers
 from tests.support.schedule_helpers import NIGHTLY_DEFINITION
 from tickwork.cli import main
-from tickwork.model import Backoff
+from tickwork.db.jobs import LastJob
+from tickwork.model import Backoff, JobId, JobStatus
+from tickwork.operator import status as operator_status
 from tickwork.operator.translate import translate
 from tickwork.schedules import limits
 from tickwork.schedules.definition import (
@@ -434,9 +436,25 @@ def test_crd_status_fields() -> None:
         "active",
         "activeCount",
         "skippedOccurrences",
+        "lastJob",
         "conditions",
     }
     assert status["conditions"]["x-kubernetes-list-map-keys"] == ["type"]
+
+
+def test_crd_last_job_fields_are_those_the_operator_writes() -> None:
+    last_job = openapi_schema()["properties"]["status"]["properties"]["lastJob"]
+    at = datetime(2026, 12, 1, 3, tzinfo=UTC)
+    ended = LastJob(
+        "ns", "a", JobId(1), JobStatus.DEAD, at, at, at + timedelta(seconds=1.5), 3, "x"
+    )
+    written = operator_status.last_job(ended)
+    assert set(last_job["properties"]) == set(written)
+    assert None not in written.values()
+    assert last_job["required"] == ["id"]
+    jsonschema.validate(written, last_job)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({**written, "durationSeconds": "1.5s"}, last_job)
 
 
 def test_sync_dry_run_accepts_the_examples(

@@ -17,10 +17,10 @@ import pytest
 import yaml
 
 from tests.support import binaries
-from tickwork.db.jobs import OpenJob
+from tickwork.db.jobs import LastJob, OpenJob
 from tickwork.db.schedules import ScheduleRow
 from tickwork.model import JobId, JobStatus
-from tickwork.operator import status
+from tickwork.operator import served, status
 from tickwork.operator.desired import entry_of
 from tickwork.operator.syncer import Outcome
 
@@ -132,7 +132,13 @@ def row(spec: dict[str, Any], **changes: Any) -> ScheduleRow:
     return ScheduleRow(**{**values, **changes})
 
 
-def schedule(spec: dict[str, Any], stored: ScheduleRow, active: list[OpenJob]) -> dict[str, Any]:
+def schedule(
+    spec: dict[str, Any],
+    stored: ScheduleRow,
+    active: list[OpenJob],
+    last: LastJob | None = None,
+    served: status.Ready | None = None,
+) -> dict[str, Any]:
     """A Schedule object with the status the operator patches onto it (a merge patch: None
     removes the field)."""
     body: dict[str, Any] = {
@@ -147,8 +153,10 @@ def schedule(spec: dict[str, Any], stored: ScheduleRow, active: list[OpenJob]) -
         "spec": spec,
     }
     ready = status.Ready("True", str(Outcome.SYNCED), "the definition in PostgreSQL is current")
-    patch = status.patch({}, entry_of(body), ready, status.facts(stored, active), NOW)
-    return {**body, "status": {key: value for key, value in patch.items() if value is not None}}
+    facts = status.facts(stored, active, last)
+    patch = status.patch({}, entry_of(body), ready, facts, NOW, served=served)
+    found = {key: status.present(value) for key, value in patch.items() if value is not None}
+    return {**body, "status": found}
 
 
 def table(document: dict[str, Any]) -> dict[str, str]:
@@ -190,6 +198,21 @@ def test_a_fired_schedule_shows_every_column(kind: str) -> None:
 def test_the_active_column_counts_open_jobs(active: list[OpenJob], shown: str) -> None:
     spec = FIRED["cron"]
     assert table(schedule(spec, row(spec), active))["Active"] == shown
+
+
+def test_the_wide_columns_show_the_last_result_and_served() -> None:
+    spec = FIRED["cron"]
+    dead = LastJob(
+        "default", "hello", JobId(40), JobStatus.DEAD, NOW, NOW, NOW + timedelta(seconds=2), 3, "x"
+    )
+    fleet = served.Fleet.of([])
+    nobody = served.served(fleet, "default", "k", database_error=None)
+    cells = table(schedule(spec, row(spec), [], dead, nobody))
+    assert (cells["Last Result"], cells["Served"]) == ("dead", "False")
+    assert (cells["Ready"], cells["Reason"]) == ("True", "Synced")  # READY stays Ready's
+    cells = table(schedule(spec, row(spec), []))
+    assert (cells["Last Result"], cells["Served"]) == ("<none>", "<none>")
+    assert "Last Result" not in main_columns() and "Served" not in main_columns()
 
 
 def test_a_suspended_schedule_has_no_next_run() -> None:

@@ -467,6 +467,40 @@ def open_job_list(namespaces: Sequence[str], shown: int) -> Op[list[OpenJob]]:
     )
 
 
+@dataclass(frozen=True)
+class LastJob:
+    """The last job of a schedule (the operator's ``status.lastJob``). Once retention deleted
+    the job row, only what the schedule row keeps is known: the id and the final status."""
+
+    namespace: str
+    name: str
+    id: JobId
+    status: JobStatus | None
+    occurrence_at: datetime | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    attempt: int | None
+    last_error: str | None
+
+
+def last_job_list(namespaces: Sequence[str]) -> Op[list[LastJob]]:
+    """The last job of every schedule of ``namespaces`` that has fired one."""
+    return Op(
+        "job_last_of_namespaces",
+        {"namespaces": list(namespaces)},
+        lambda rows: [
+            LastJob(
+                **{
+                    **r,
+                    "id": JobId(r["id"]),
+                    "status": None if r["status"] is None else JobStatus(r["status"]),
+                }
+            )
+            for r in rows
+        ],
+    )
+
+
 # --- fleet gauges ---------------------------------------------------------------------------
 
 

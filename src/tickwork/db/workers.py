@@ -77,3 +77,19 @@ def gauge_workers(ttl_seconds: float, now: datetime | None) -> Op[tuple[int, dat
         {"ttl_seconds": ttl_seconds, "now": now},
         lambda rows: (int(rows[0]["live"]), rows[0]["now"]),
     )
+
+
+@dataclass(frozen=True)
+class LiveWorker:
+    name: str
+    namespaces: list[str]
+    kinds: list[str]
+
+
+def live_workers(ttl_seconds: float, now: datetime | None) -> Op[list[LiveWorker]]:
+    """Workers seen within ``ttl_seconds``: what each fires and runs."""
+    return Op(
+        "worker_live",
+        {"ttl_seconds": ttl_seconds, "now": now},
+        lambda rows: [LiveWorker(**row) for row in rows],
+    )

@@ -1,6 +1,6 @@
 """The rows read back from PostgreSQL for the objects' status, refreshed every
-``interval`` seconds and right after each sync round (one query for the schedules, one for
-their open jobs, whatever the number of objects)."""
+``interval`` seconds and right after each sync round: four queries, whatever the number of
+objects (the schedules, their open jobs, their last jobs, the live workers)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ import logging
 from collections.abc import Callable, Collection
 
 from tickwork import metrics
-from tickwork.db.jobs import OpenJob
+from tickwork.db.jobs import LastJob, OpenJob
 from tickwork.db.schedules import ScheduleRow
 from tickwork.logs import fields
 from tickwork.operator.database import Database, DatabaseError
+from tickwork.operator.served import Fleet
 
 ACTIVE_SHOWN = 10
 """At most this many open jobs per schedule are read (and listed in ``status.active``)."""
@@ -25,11 +26,20 @@ Key = tuple[str, str]
 
 
 class Board:
-    def __init__(self, database: Database, namespaces: Callable[[], Collection[str]]) -> None:
+    def __init__(
+        self,
+        database: Database,
+        namespaces: Callable[[], Collection[str]],
+        live_worker_seconds: float,
+    ) -> None:
         self.database = database
         self.namespaces = namespaces
+        self.live_worker_seconds = live_worker_seconds
         self.rows: dict[Key, ScheduleRow] = {}
         self.active: dict[Key, list[OpenJob]] = {}
+        self.last_jobs: dict[Key, LastJob] = {}
+        self.fleet: Fleet | None = None
+        """The live workers (None: not read yet)."""
         self.error: str | None = None
         """Why the last refresh failed (the database is unavailable), else None."""
         self._wake = asyncio.Event()
@@ -50,6 +60,8 @@ class Board:
         try:
             rows = await self.database.schedules()
             jobs = await self.database.open_jobs(sorted(namespaces), ACTIVE_SHOWN)
+            last_jobs = await self.database.last_jobs(sorted(namespaces))
+            workers = await self.database.live_workers(self.live_worker_seconds)
         except DatabaseError as error:
             metrics.OPERATOR_ERRORS.labels("database").inc()
             reason = " ".join(str(error).split()) or type(error).__name__
@@ -62,4 +74,6 @@ class Board:
             for job in jobs:
                 active.setdefault((job.namespace, job.name), []).append(job)
             self.active = active
+            self.last_jobs = {(job.namespace, job.name): job for job in last_jobs}
+            self.fleet = Fleet.of(workers)
             self.error = None

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from tickwork.errors import ConfigurationError
-from tickwork.settings import label, setting
+from tickwork.settings import WorkerSettings, label, setting
 from tickwork.settings.fields import at_least, no_blank_item, not_blank, port, positive, validate
 
 GROUP = "tickwork.io"
@@ -98,6 +98,21 @@ class OperatorConfig:
         group="operator",
         default=10.0,
         checks=[positive],
+    )
+    live_worker_seconds: float = setting(
+        "a worker seen within this long is alive, for the Served condition (the workers' own "
+        "expiry time, --worker-ttl-seconds)",
+        group="operator",
+        default=WorkerSettings.worker_ttl_seconds,
+        checks=[positive],
+    )
+    event_window_seconds: float = setting(
+        "at most one Event per reason per Schedule within this many seconds (SuccessfulCreate, "
+        "SawCompletedJob, JobFailed, SkippedOccurrences); what happens meanwhile is counted "
+        "into the next one (0: every change posts one)",
+        group="operator",
+        default=60.0,
+        checks=[at_least(0)],
     )
     webhook: bool = setting(
         "serve the validating admission webhook over HTTPS with --webhook-cert-file (the "

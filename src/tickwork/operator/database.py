@@ -20,6 +20,7 @@ from tickwork.db import connections, operators, store
 from tickwork.db import jobs as jobs_db
 from tickwork.db import namespaces as namespaces_db
 from tickwork.db import schedules as db
+from tickwork.db import workers as workers_db
 from tickwork.errors import NamespaceOwned
 from tickwork.model import Actor
 from tickwork.schedules import operations, sync
@@ -153,6 +154,13 @@ class Database:
     async def open_jobs(self, namespaces: Sequence[str], shown: int) -> list[jobs_db.OpenJob]:
         """At most ``shown`` per schedule, each with its schedule's exact count."""
         return await asyncio.to_thread(self._run, jobs_db.open_job_list(namespaces, shown))
+
+    async def last_jobs(self, namespaces: Sequence[str]) -> list[jobs_db.LastJob]:
+        return await asyncio.to_thread(self._run, jobs_db.last_job_list(namespaces))
+
+    async def live_workers(self, ttl_seconds: float) -> list[workers_db.LiveWorker]:
+        """The workers seen within ``ttl_seconds`` (on the database clock)."""
+        return await asyncio.to_thread(self._run, workers_db.live_workers(ttl_seconds, None))
 
     def close(self) -> None:
         if self._pool is not None:

@@ -12,9 +12,11 @@
   Schedule against them.
 * ``deleted`` (finalizer): returns once a sync without the object committed, so its
   definition is disabled before the object goes.
-* ``report`` (timer): patches the status when it differs, and posts a Warning Event when the
-  Ready condition turns to a failure (InvalidSpec, SyncFailed); tries again a run-now token
-  that had to wait (not synced yet, database unavailable).
+* ``report`` (timer): patches the status when it differs, posts a Warning Event when the
+  Ready condition turns to a failure (InvalidSpec, SyncFailed) or Served turns False
+  (NoWorker, KindNotRegistered), and the rate-limited Events of
+  :mod:`tickwork.operator.events` (SuccessfulCreate, SawCompletedJob, ...); tries again a
+  run-now token that had to wait (not synced yet, database unavailable).
 * startup/cleanup: the syncer and status loops; login: service account, else kubeconfig.
 
 No handler raises for what an object holds: translation reports a bad spec as InvalidSpec
@@ -36,8 +38,9 @@ import kopf
 
 from tickwork import metrics
 from tickwork.clock import Clock, DatabaseClock
+from tickwork.db.schedules import ScheduleRow
 from tickwork.logs import fields
-from tickwork.operator import listing, run_now, status, tenants
+from tickwork.operator import events, listing, run_now, served, status, tenants
 from tickwork.operator.board import Board
 from tickwork.operator.config import GROUP, PLURAL, VERSION, OperatorConfig
 from tickwork.operator.database import Database
@@ -75,7 +78,8 @@ class Runtime:
         self.stalled: str | None = None
         """Why the start has waited too long for the complete view (None: it has not)."""
         self.index: kopf.Index[str, Entry] | None = None
-        self.board = Board(database, self._namespaces)
+        self.board = Board(database, self._namespaces, config.live_worker_seconds)
+        self.events = events.Recorder(config.event_window_seconds)
         self.policies = tenants.Policies()
         self.policies_complete = False
         """Whether :attr:`policies` has held every TenantPolicy (the barrier's first half)."""
@@ -106,6 +110,7 @@ class Runtime:
         if event_type == "DELETED":
             self._seen.pop(key, None)
             self.run_now.forget(key)
+            self.events.forget(key)
             self.syncer.notify()
             return
         # The translation, not the raw spec: it is what a sync reads, and comparing it never
@@ -199,20 +204,44 @@ class Runtime:
         for value, count in counts.items():
             metrics.OPERATOR_SCHEDULES.labels(value).set(count)
 
+    def served(self, entry: Entry, row: ScheduleRow | None) -> status.Ready:
+        """The Served condition: for the kind stored (what fires), else the spec's."""
+        stored = (row.spec.get("job") or {}).get("kind") if row is not None else None
+        definition = entry.translation.definition
+        kind = stored or (definition.job.kind if definition is not None else None)
+        return served.served(
+            self.board.fleet,
+            entry.translation.namespace,
+            kind,
+            database_error=self.board.error,
+        )
+
     def report(self, body: kopf.Body, current: dict[str, Any]) -> dict[str, Any]:
         """The status patch for one object, posting Events on transitions."""
         entry = entry_of(body)
         condition = self.ready(entry)
         key = (entry.translation.namespace, entry.translation.name)
-        if entry.key in self.syncer.desired.refused:  # never show another's row or job ids
-            found = status.facts(None, ())
-        else:
-            found = status.facts(self.board.rows.get(key), self.board.active.get(key, ()))
-        changes = status.patch(current, entry, condition, found, self.clock.wall())
+        # A refused object never shows another's row or job ids.
+        refused = entry.key in self.syncer.desired.refused
+        row = None if refused else self.board.rows.get(key)
+        last = None if refused else self.board.last_jobs.get(key)
+        active = () if refused else self.board.active.get(key, ())
+        found = status.facts(row, active, last)
+        service = self.served(entry, row)
+        now = self.clock.wall()
+        changes = status.patch(current, entry, condition, found, now, served=service)
         before = status.previous(current)
         if condition.failed and (before is None or before.message != condition.message):
             reason = condition.reason if condition.reason in status.EVENT_REASONS else "SyncFailed"
             kopf.event(body, type="Warning", reason=reason, message=condition.message)
+        was = status.previous(current, "Served")
+        if service.failed and (
+            was is None or (was.status, was.reason) != ("False", service.reason)
+        ):
+            kopf.event(body, type="Warning", reason=service.reason, message=service.message)
+        seen = None if row is None or self.board.error else status.seen(row, last)
+        for event in self.events.observe(entry.key, entry.uid, seen, now):
+            kopf.event(body, type=event.type, reason=event.reason, message=event.message)
         return changes
 
 

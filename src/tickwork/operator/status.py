@@ -7,7 +7,9 @@ what PostgreSQL holds and fires: ``Synced`` (True), ``NamespaceNotAllowed``,
 ``PolicyViolation`` (tenant policy refuses it), ``NameConflict`` (another object supplies that
 schedule), ``InvalidSpec``, ``NamespaceOwnedElsewhere``, ``DatabaseUnavailable``,
 ``Disabled`` (the stored row is disabled), ``FiringFailed`` (the stored row records a firing
-error) (False), or ``Pending`` (Unknown: not synced yet).
+error) (False), or ``Pending`` (Unknown: not synced yet). The ``Served`` condition beside it
+(:mod:`tickwork.operator.served`) says whether live workers fire and run it; ``lastJob`` is the
+last job's outcome and times.
 """
 
 from __future__ import annotations
@@ -17,9 +19,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from tickwork.db.jobs import OpenJob
+from tickwork.db.jobs import LastJob, OpenJob
 from tickwork.db.schedules import ScheduleRow
 from tickwork.operator.desired import NAME_CONFLICT, Entry
+from tickwork.operator.events import Seen
 from tickwork.operator.syncer import NamespaceState, Outcome
 from tickwork.schedules.tenancy import NAMESPACE_NOT_ALLOWED, POLICY_VIOLATION, Refusal
 
@@ -39,6 +42,7 @@ FACTS = (
     "skippedOccurrences",
     "active",
     "activeCount",
+    "lastJob",
 )
 
 
@@ -108,8 +112,11 @@ def _stored(row: ScheduleRow | None) -> Ready | None:
     return None
 
 
-def facts(row: ScheduleRow | None, active: Sequence[OpenJob]) -> dict[str, Any]:
-    """The stored row's fields as status fields (None: absent)."""
+def facts(
+    row: ScheduleRow | None, active: Sequence[OpenJob], last: LastJob | None = None
+) -> dict[str, Any]:
+    """The stored row's fields, its open jobs and its last job as status fields (None:
+    absent)."""
     if row is None:
         return dict.fromkeys(FACTS)
     return {
@@ -124,7 +131,43 @@ def facts(row: ScheduleRow | None, active: Sequence[OpenJob]) -> dict[str, Any]:
         ]
         or None,
         "activeCount": active[0].open_count if active else 0,
+        "lastJob": None if last is None else last_job(last),
     }
+
+
+def last_job(last: LastJob) -> dict[str, Any]:
+    """``status.lastJob``; a field not known is None (the merge patch removes it): retention
+    deleted the job row, or the job has not started or finished."""
+    return {
+        "id": last.id,
+        "outcome": None if last.status is None else str(last.status),
+        "occurrenceAt": timestamp(last.occurrence_at),
+        "startedAt": timestamp(last.started_at),
+        "finishedAt": timestamp(last.finished_at),
+        "durationSeconds": duration(last),
+    }
+
+
+def duration(last: LastJob) -> float | None:
+    """Seconds from the last attempt's start to the job's end, to the millisecond."""
+    if last.started_at is None or last.finished_at is None:
+        return None
+    return round((last.finished_at - last.started_at).total_seconds(), 3)
+
+
+def seen(row: ScheduleRow, last: LastJob | None) -> Seen:
+    """What the events of :mod:`tickwork.operator.events` compare between rounds."""
+    if last is None:
+        return Seen(skipped=row.skipped_occurrences)
+    return Seen(
+        skipped=row.skipped_occurrences,
+        job_id=last.id,
+        job_status=None if last.status is None else str(last.status),
+        occurrence_at=last.occurrence_at,
+        duration_seconds=duration(last),
+        attempt=last.attempt,
+        error=last.last_error,
+    )
 
 
 def patch(
@@ -133,38 +176,54 @@ def patch(
     condition: Ready,
     found: Mapping[str, Any],
     now: datetime,
+    *,
+    served: Ready | None = None,
 ) -> dict[str, Any]:
     """The merge patch of ``status`` (empty when nothing changed). ``observedGeneration`` moves
-    only when the outcome is decided for this generation (a reason in ``OBSERVED``)."""
+    only when the outcome is decided for this generation (a reason in ``OBSERVED``). The
+    conditions: Ready, and Served when given."""
     wanted = dict(found)
     if condition.reason in OBSERVED and entry.generation is not None:
         wanted["observedGeneration"] = entry.generation
-    old = _ready_condition(current)
-    same = old is not None and old.get("status") == condition.status
+    shown = [("Ready", condition)] + ([("Served", served)] if served is not None else [])
+    wanted["conditions"] = [_condition(current, kind, value, now) for kind, value in shown]
+    return {key: value for key, value in wanted.items() if current.get(key) != present(value)}
+
+
+def _condition(
+    current: Mapping[str, Any], kind: str, value: Ready, now: datetime
+) -> dict[str, Any]:
+    old = _find_condition(current, kind)
+    same = old is not None and old.get("status") == value.status
     transition = old.get("lastTransitionTime") if same and old is not None else None
-    wanted["conditions"] = [
-        {
-            "type": "Ready",
-            "status": condition.status,
-            "reason": condition.reason,
-            "message": condition.message,
-            "lastTransitionTime": transition or timestamp(now),
-        }
-    ]
-    return {key: value for key, value in wanted.items() if current.get(key) != value}
+    return {
+        "type": kind,
+        "status": value.status,
+        "reason": value.reason,
+        "message": value.message,
+        "lastTransitionTime": transition or timestamp(now),
+    }
 
 
-def previous(current: Mapping[str, Any]) -> Ready | None:
-    """The Ready condition the object shows now, if any."""
-    old = _ready_condition(current)
+def present(value: Any) -> Any:
+    """A value as the object keeps it once patched: a merge patch's None inside an object
+    removes that field."""
+    if isinstance(value, Mapping):
+        return {key: item for key, item in value.items() if item is not None}
+    return value
+
+
+def previous(current: Mapping[str, Any], kind: str = "Ready") -> Ready | None:
+    """The condition of type ``kind`` the object shows now, if any."""
+    old = _find_condition(current, kind)
     if old is None:
         return None
     return Ready(str(old.get("status")), str(old.get("reason")), str(old.get("message")))
 
 
-def _ready_condition(current: Mapping[str, Any]) -> Mapping[str, Any] | None:
+def _find_condition(current: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
     for condition in current.get("conditions") or ():
-        if isinstance(condition, Mapping) and condition.get("type") == "Ready":
+        if isinstance(condition, Mapping) and condition.get("type") == kind:
             return condition
     return None
 

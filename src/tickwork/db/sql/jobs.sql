@@ -436,6 +436,17 @@ FROM (
 WHERE place <= %(shown)s
 ORDER BY schedule_namespace, schedule_name, id;
 
+-- name: job_last_of_namespaces
+-- The operator's status: the last job of each schedule of some namespaces, as the schedule row
+-- records it (its id; its final status once it ended) and, until retention deletes it, as the
+-- job row has it (status, times, attempt, error).
+SELECT s.namespace, s.name, s.last_job_id AS id, coalesce(j.status, s.last_job_status) AS status,
+       j.occurrence_at, j.started_at, j.finished_at, j.attempt, j.last_error
+FROM tickwork.schedules s
+LEFT JOIN tickwork.jobs j ON j.id = s.last_job_id
+WHERE s.namespace = ANY(%(namespaces)b::text[]) AND s.last_job_id IS NOT NULL
+ORDER BY s.namespace, s.name;
+
 -- name: job_gauge
 -- Per queue and status: how many jobs, and for available ones the age of the oldest due one.
 SELECT queue, 'available' AS status, count(*) AS count,

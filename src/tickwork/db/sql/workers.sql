@@ -33,3 +33,11 @@ SELECT last_seen_at FROM tickwork.workers WHERE name = %(name)s;
 SELECT count(*) AS live, coalesce(%(now)s, now()) AS now
 FROM tickwork.workers
 WHERE last_seen_at >= coalesce(%(now)s, now()) - make_interval(secs => %(ttl_seconds)s);
+
+-- name: worker_live
+-- Live workers (seen within %(ttl_seconds)s, the rule of the fleet gauges): the schedule
+-- namespaces each fires and the kinds it runs.
+SELECT name, namespaces, kinds
+FROM tickwork.workers
+WHERE last_seen_at >= coalesce(%(now)s, now()) - make_interval(secs => %(ttl_seconds)s)
+ORDER BY name;

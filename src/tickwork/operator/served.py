@@ -1,0 +1,102 @@
+"""The ``Served`` condition (pure): whether the live workers fire a schedule's namespace and run
+its job kind, from one read of ``tickwork.workers`` per status round.
+
+A worker fires only the schedule namespaces it offers (``--namespaces``) and claims only the
+kinds it registers, from whichever namespace, so the two may be different workers: ``True``
+(``WorkersAvailable``) when at least one live worker offers the namespace and at least one
+registers the kind; ``False`` with ``NoWorker`` (no live worker offers the namespace: nothing
+fires) or ``KindNotRegistered`` (it fires, but no live worker runs the kind: the jobs wait);
+``Unknown`` with ``DatabaseUnavailable`` (the workers could not be read), ``Pending`` (not read
+yet) or ``NoDefinition`` (no valid spec and nothing stored: there is no kind to serve). Live
+means seen within the fleet's worker TTL, as the fleet gauges count them.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from tickwork.operator.status import Ready
+
+WORKERS_AVAILABLE = "WorkersAvailable"
+NO_WORKER = "NoWorker"
+KIND_NOT_REGISTERED = "KindNotRegistered"
+PENDING = "Pending"
+NO_DEFINITION = "NoDefinition"
+DATABASE_UNAVAILABLE = "DatabaseUnavailable"
+
+
+class Offer(Protocol):
+    """What a live worker's row says it does."""
+
+    @property
+    def namespaces(self) -> Sequence[str]: ...
+
+    @property
+    def kinds(self) -> Sequence[str]: ...
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """The live workers, counted by the namespaces they fire and the kinds they run."""
+
+    live: int = 0
+    firing: Counter[str] = field(default_factory=Counter)
+    """Schedule namespace -> live workers offering it."""
+    running: Counter[str] = field(default_factory=Counter)
+    """Kind -> live workers registering it."""
+
+    @classmethod
+    def of(cls, workers: Iterable[Offer]) -> Fleet:
+        firing: Counter[str] = Counter()
+        running: Counter[str] = Counter()
+        live = 0
+        for worker in workers:
+            live += 1
+            firing.update(set(worker.namespaces))
+            running.update(set(worker.kinds))
+        return cls(live, firing, running)
+
+
+def served(
+    fleet: Fleet | None, namespace: str, kind: str | None, *, database_error: str | None
+) -> Ready:
+    """The Served condition of a schedule of ``namespace`` whose jobs are of ``kind`` (None:
+    unknown), given the fleet last read (None: not read yet)."""
+    if database_error is not None:
+        return Ready("Unknown", DATABASE_UNAVAILABLE, database_error)
+    if fleet is None:
+        return Ready("Unknown", PENDING, "the workers have not been read yet")
+    if kind is None:
+        return Ready(
+            "Unknown", NO_DEFINITION, "no valid definition is stored, so there is no kind to run"
+        )
+    firing, running = fleet.firing[namespace], fleet.running[kind]
+    if not firing:
+        return Ready(
+            "False",
+            NO_WORKER,
+            f"no live worker offers schedule namespace {namespace!r} (live workers: "
+            f"{fleet.live}; a worker fires the namespaces of its --namespaces), so its "
+            "occurrences are not fired",
+        )
+    if not running:
+        return Ready(
+            "False",
+            KIND_NOT_REGISTERED,
+            f"{_count(firing, 'offers', 'offer')} schedule namespace {namespace!r}, but none of "
+            f"the {fleet.live} live workers registers kind {kind!r}: its jobs wait unclaimed",
+        )
+    return Ready(
+        "True",
+        WORKERS_AVAILABLE,
+        f"{_count(firing, 'offers', 'offer')} schedule namespace {namespace!r}; "
+        f"{_count(running, 'registers', 'register')} kind {kind!r}",
+    )
+
+
+def _count(workers: int, one: str, many: str) -> str:
+    """ "1 live worker offers", "2 live workers offer"."""
+    return f"1 live worker {one}" if workers == 1 else f"{workers} live workers {many}"
