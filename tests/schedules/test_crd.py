@@ -435,6 +435,7 @@ def test_crd_status_fields() -> None:
         "active",
         "activeCount",
         "skippedOccurrences",
+        "lastRunNow",
         "conditions",
     }
     assert status["conditions"]["x-kubernetes-list-map-keys"] == ["type"]
