@@ -437,6 +437,7 @@ def test_crd_status_fields() -> None:
         "activeCount",
         "skippedOccurrences",
         "lastJob",
+        "lastRunNow",
         "conditions",
     }
     assert status["conditions"]["x-kubernetes-list-map-keys"] == ["type"]
