@@ -115,6 +115,7 @@ def test_sync_a_directory_then_again_changes_nothing(database_url: str, tmp_path
         "updated": [],
         "unchanged": ["ping", "nightly"],
         "disabled": [],
+        "cancelled": {},
     }
     assert by_name(database_url) == listed  # same revisions, same next runs
 

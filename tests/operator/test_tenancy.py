@@ -48,7 +48,7 @@ def warnings(cluster: Cluster, namespace: str, name: str) -> list[tuple[str, str
 async def refused(cluster: Cluster, namespace: str, name: str, reason: str) -> str:
     """Wait for Ready=False ``reason`` and its Warning Event; returns the message."""
     body = await cluster.wait_ready(name, reason, namespace=namespace)
-    (condition,) = body["status"]["conditions"]
+    (condition,) = [c for c in body["status"]["conditions"] if c["type"] == "Ready"]
     assert condition["status"] == "False"
     message = str(condition["message"])
     await wait_until(
