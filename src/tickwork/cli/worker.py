@@ -25,6 +25,7 @@ import traceback
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from tickwork import containers
 from tickwork.app import App
 from tickwork.cli import common
 from tickwork.errors import ConfigurationError
@@ -56,6 +57,8 @@ def run(args: argparse.Namespace, env: common.Env) -> int:
     settings = common.load(WorkerSettings, args, env)
     common.configure_logging(args, env)
     app = load_app(settings.app)
+    if settings.container_jobs:
+        containers.register(app)
     if not app.registry.kinds:
         log.warning("the app registers no tasks: this worker runs no jobs")
     app.configure(settings.database_url)

@@ -47,6 +47,7 @@ from tickwork.maintenance import duties, firing
 from tickwork.maintenance.service import Service
 from tickwork.model import Job, JobId
 from tickwork.settings import WorkerSettings
+from tickwork.tasks import CANCEL_REQUESTED
 from tickwork.worker import deaths, executor
 from tickwork.worker.held import Held, HeldJobs, job_fields
 from tickwork.worker.liveness import Liveness
@@ -517,7 +518,7 @@ class Worker:
         held.cancelling = True
         task = self.app.registry.get(job.kind)
         if held.slot is not None and task is not None and task.is_async:
-            held.slot.cancel()
+            held.slot.cancel(CANCEL_REQUESTED)
 
     async def _heartbeat(self) -> None:
         """A failed heartbeat is retried soon (with backoff), not at the next interval, and
