@@ -119,8 +119,20 @@ class JobsEmulator(Emulator):
         seconds = float(request.params.get("timeoutSeconds", "0") or 0)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + seconds if seconds else None
-        events = super()._serve_watch(request)
+        # kmock takes its snapshot before it joins the event bus: a change in between is
+        # never sent. An API server sends every change after the version watched from; here
+        # the bus is joined first, then the snapshot sent (a change may come twice: harmless).
+        assert request.resource is not None
+        bus = self._buses[request.resource]
+        marker = await bus.mark()
         try:
+            yield b""
+            for (resource, namespace, name), obj in list(self.objects.items()):
+                if resource != request.resource or namespace != request.namespace:
+                    continue
+                if not obj.deleted and (not wanted or name == wanted):
+                    yield {"type": "ADDED", "object": obj.raw}
+            events = bus.stream(since=marker).__aiter__()
             while True:
                 remaining = None if deadline is None else deadline - loop.time()
                 if remaining is not None and remaining <= 0:
@@ -129,12 +141,20 @@ class JobsEmulator(Emulator):
                     event = await asyncio.wait_for(events.__anext__(), remaining)
                 except (TimeoutError, StopAsyncIteration):
                     return
-                name = event.get("object", {}).get("metadata", {}).get("name")
-                if isinstance(event, dict) and wanted and name != wanted:
+                if (
+                    event.get("object", {}).get("metadata", {}).get("namespace")
+                    != request.namespace
+                ):
+                    continue
+                if wanted and _name(event) != wanted:
                     continue
                 yield event
         finally:
-            await events.aclose()
+            await bus.unmark(marker)
+
+
+def _name(event: Mapping[str, Any]) -> Any:
+    return event.get("object", {}).get("metadata", {}).get("name")
 
 
 class JobController:

@@ -11,9 +11,10 @@ from typing import Any
 
 import pytest
 from kubernetes import client as k8s_client
+from kubernetes import config as k8s_config
 
 import tickwork
-from tests.containers.cluster import TOKEN, JobController, JobsEmulator, kubeconfig, prepare
+from tests.containers.cluster import JobController, JobsEmulator, kubeconfig, prepare
 from tickwork import containers
 from tickwork.containers import kube
 
@@ -42,12 +43,13 @@ async def controller(
 
 
 @pytest.fixture
-def client(kmock: JobsEmulator) -> kube.Client:
-    """The worker's client, configured as a kubeconfig would (the token marks its requests)."""
-    configuration = k8s_client.Configuration(
-        host=str(kmock.url).rstrip("/"),
-        api_key={"authorization": TOKEN},
-        api_key_prefix={"authorization": "Bearer"},
+def client(controller: JobController, tmp_path: Path) -> kube.Client:
+    """The worker's client, configured from the kubeconfig pointing at kmock (its token marks
+    the worker's requests). The file is named: ``kubernetes.config`` read $KUBECONFIG at
+    import."""
+    configuration = k8s_client.Configuration()
+    k8s_config.load_kube_config(
+        config_file=str(tmp_path / "kubeconfig"), client_configuration=configuration
     )
     return kube.Client(configuration)
 

@@ -87,9 +87,10 @@ class Client:
         if configuration.refresh_api_key_hook is not None:
             configuration.refresh_api_key_hook(configuration)  # a rotated service-account token
         headers = {"Accept": "application/json"}
-        token = configuration.get_api_key_with_prefix("authorization")
-        if token:
-            headers["Authorization"] = token
+        settings: dict[str, dict[str, Any]] = configuration.auth_settings()
+        for auth in settings.values():  # the bearer token, if any
+            if auth.get("in") == "header" and auth.get("value"):
+                headers[str(auth["key"]).title()] = str(auth["value"])
         return headers
 
     @asynccontextmanager
