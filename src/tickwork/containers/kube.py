@@ -15,7 +15,7 @@ import json
 import ssl
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, cast
 from urllib.parse import quote
 
 import aiohttp
@@ -87,8 +87,8 @@ class Client:
         if configuration.refresh_api_key_hook is not None:
             configuration.refresh_api_key_hook(configuration)  # a rotated service-account token
         headers = {"Accept": "application/json"}
-        settings: dict[str, dict[str, Any]] = configuration.auth_settings()
-        for auth in settings.values():  # the bearer token, if any
+        for setting in configuration.auth_settings().values():  # the bearer token, if any
+            auth = cast(dict[str, Any], setting)
             if auth.get("in") == "header" and auth.get("value"):
                 headers[str(auth["key"]).title()] = str(auth["value"])
         return headers
