@@ -92,10 +92,21 @@ class JobsEmulator(Emulator):
                 )
         return await super()._handle(request)
 
+    @property
+    def unlisted(self) -> set[str]:
+        """Names of Jobs that lists leave out: as if each was created by a racing worker
+        between this worker's list and its create."""
+        found: set[str] = self.__dict__.setdefault("_unlisted", set())
+        return found
+
     async def _serve_list(self, request: kmock.Request) -> Any:
         answer = await super()._serve_list(request)
         selector = request.params.get("labelSelector", "")
-        answer["items"] = [item for item in answer["items"] if _labels_match(item, selector)]
+        answer["items"] = [
+            item
+            for item in answer["items"]
+            if _labels_match(item, selector) and item["metadata"]["name"] not in self.unlisted
+        ]
         return answer
 
     @property

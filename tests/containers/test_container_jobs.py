@@ -346,6 +346,42 @@ async def test_a_foreign_job_holding_the_name_fails_the_attempt_and_is_left_unto
     assert [call.verb for call in touched] == ["create", "get"]
 
 
+async def test_a_job_created_by_a_racing_worker_after_the_list_is_adopted_not_duplicated(
+    app: tickwork.App, database_url: str, controller: JobController, aconn: psycopg.AsyncConnection
+) -> None:
+    """The race between the list and the create: the create answers AlreadyExists, the Job
+    read back carries this job's id, so it is adopted."""
+    job_id = await enqueue(app)  # no worker yet
+    name = job_name("report", None, job_id, 1)
+    await controller.create(_finished_job(name, "report", job_id))
+    controller.server.unlisted.add(name)
+    async with running(worker(app, database_url)):
+        await wait_watching(controller, name)
+        await controller.finish(name, "Complete")
+        await wait_status(aconn, job_id, "succeeded")
+    touched = [call.verb for call in controller.server.calls if call.name == name]
+    assert touched[:2] == ["create", "get"]  # refused as AlreadyExists, then read
+    assert controller.names() == [name]
+
+
+async def test_a_job_deleted_by_someone_else_fails_the_attempt_and_the_retry_makes_another(
+    app: tickwork.App, database_url: str, controller: JobController, aconn: psycopg.AsyncConnection
+) -> None:
+    async with running(worker(app, database_url)):
+        job_id = await enqueue(app, max_attempts=2)
+        first = job_name("report", None, job_id, 1)
+        await wait_job(controller, first)
+        await wait_watching(controller, first)
+        async with controller.server.delete(controller.url(NAMESPACE, first)) as response:
+            assert response.status < 300
+        second = job_name("report", None, job_id, 2)
+        await wait_job(controller, second)
+        await wait_watching(controller, second)
+        await controller.finish(second, "Complete")
+        row = await wait_status(aconn, job_id, "succeeded", attempt=2)
+    assert f"Job {NAMESPACE}/{first} was deleted before it finished" in row["last_error"]
+
+
 # --- the verbs the worker's Role must grant -----------------------------------------------
 
 
