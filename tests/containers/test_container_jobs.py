@@ -128,6 +128,9 @@ async def test_a_job_creates_one_kubernetes_job_and_succeeds_when_it_completes(
     assert body["spec"]["backoffLimit"] == 2
     assert controller.created() == [name]
     assert row["attempt"] == 1
+    # No polling: one list (adoption), the create, one watch for the whole run, one list
+    # (history) — four requests for a Job, however long it runs.
+    assert [call.verb for call in controller.server.calls] == ["list", "create", "watch", "list"]
 
 
 async def test_a_watch_ended_by_the_server_is_re_established_from_the_last_version(
