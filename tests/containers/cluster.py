@@ -77,6 +77,11 @@ class JobsEmulator(Emulator):
             if request.action == kmock.action.CREATE and isinstance(request.data, dict):
                 name = request.data.get("metadata", {}).get("name")
             self.calls.append(Call(verb, plural, request.namespace, name, dict(request.params)))
+        if request.action == kmock.action.WATCH and self.__dict__.pop("_fail_next_watch", False):
+            body = {"apiVersion": "v1", "kind": "Status", "status": "Failure", "code": 503}
+            return aiohttp.web.json_response(
+                {**body, "reason": "ServiceUnavailable", "message": "try again"}, status=503
+            )
         if request.action == kmock.action.CREATE and isinstance(request.data, dict):
             metadata = request.data.get("metadata", {})
             key = (
@@ -108,6 +113,10 @@ class JobsEmulator(Emulator):
             if _labels_match(item, selector) and item["metadata"]["name"] not in self.unlisted
         ]
         return answer
+
+    def fail_next_watch(self) -> None:
+        """The next watch is refused with 503 ServiceUnavailable."""
+        self.__dict__["_fail_next_watch"] = True
 
     @property
     def expire_next_watch(self) -> bool:

@@ -6,8 +6,10 @@ Covered: the Job created (name, labels on Job and pod template, attempt annotati
 reference, activeDeadlineSeconds) and its completion; a failed Job retried as a new ``-a2``
 Job, then dead; cancel deleting the Job (background propagation), and the Replace policy
 doing the same; DeadlineExceeded as a timeout, and the worker's own deadline past it; history
-limits pruning older Jobs; a foreign Job holding the name refused and left alone; a watch
-re-established when the server ends it; the exact verbs the worker uses.
+limits pruning older Jobs; a foreign Job holding the name refused and left alone; a Job
+created by a racing worker between list and create adopted; a Job deleted by someone else
+failing the attempt; a watch re-established when the server ends it, refused (503) or
+expired (410); four requests per Job (no polling); the exact verbs the worker uses.
 """
 
 from __future__ import annotations
@@ -152,6 +154,21 @@ async def test_a_watch_ended_by_the_server_is_re_established_from_the_last_versi
     assert all(call.params.get("resourceVersion") for call in watches)
     assert all(call.params.get("timeoutSeconds") == "1" for call in watches)
     assert controller.created() == [name]
+
+
+async def test_a_refused_watch_is_retried_after_a_pause_and_a_fresh_read(
+    app: tickwork.App, database_url: str, controller: JobController, aconn: psycopg.AsyncConnection
+) -> None:
+    controller.server.fail_next_watch()
+    async with running(worker(app, database_url)):
+        job_id = await enqueue(app)
+        name = job_name("report", None, job_id, 1)
+        await wait_job(controller, name)
+        await wait_watching(controller, name, count=2)  # the first one was refused
+        await controller.finish(name, "Complete")
+        await wait_status(aconn, job_id, "succeeded")
+    verbs = [call.verb for call in controller.server.calls]
+    assert verbs == ["list", "create", "watch", "get", "watch", "list"]
 
 
 # --- failure, retry, dead -----------------------------------------------------------------
