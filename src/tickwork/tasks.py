@@ -37,6 +37,11 @@ class Task:
     """The task enforces the job's timeout itself (container jobs: the Kubernetes Job's
     activeDeadlineSeconds): the worker does not interrupt it, and a TimeoutError it raises is
     the job timing out."""
+    hand_back_on_shutdown: bool = False
+    """The job's work goes on outside the worker and a later attempt picks it up (container
+    jobs: the Kubernetes Job keeps running and is adopted): at a worker's shutdown the running
+    task is interrupted at once and its job handed back, the attempt not counted, instead of
+    being given the grace period and then failed."""
     is_async: bool = field(init=False)
 
     def __post_init__(self) -> None:

@@ -433,3 +433,30 @@ async def test_the_worker_uses_exactly_create_get_list_watch_delete_of_jobs_in_t
     assert used == {(verb, "jobs.batch", NAMESPACE) for verb in ALLOWED}
     gets = [call.name for call in controller.server.calls if call.verb == "get"]
     assert gets == [name]
+
+
+# --- a worker shutting down ---------------------------------------------------------------
+
+
+async def test_a_stopping_worker_hands_its_job_back_at_once_and_the_next_adopts_its_job(
+    app: tickwork.App, database_url: str, controller: JobController, aconn: psycopg.AsyncConnection
+) -> None:
+    """No grace period spent, no attempt counted, the Job not deleted: a rolling update of the
+    workers costs a container job nothing. (``running`` allows 10 s to stop: far less than
+    the 600 s grace.)"""
+    async with running(worker(app, database_url, shutdown_grace_seconds=600.0)):
+        job_id = await enqueue(app, max_attempts=1)
+        name = job_name("report", None, job_id, 1)
+        await wait_job(controller, name)
+        await wait_watching(controller, name)
+    row = await wait_status(aconn, job_id, "available", attempt=0)
+    assert row["last_error"] is None
+    assert controller.get(name) is not None
+    assert not controller.deletes()
+
+    async with running(worker(app, database_url, name="w2")):
+        await wait_watching(controller, name, count=2)
+        await controller.finish(name, "Complete")
+        row = await wait_status(aconn, job_id, "succeeded", attempt=1)
+    assert row["picked_by"] == "w2"
+    assert controller.created() == [name]  # adopted by the next worker, not created again

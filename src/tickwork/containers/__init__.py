@@ -25,4 +25,12 @@ def register(app: App, client: kube.Client | None = None) -> None:
     async def run_container_job(job: Job) -> None:
         await task.run(job, api)
 
-    app.registry.add(Task(KIND, run_container_job, max_attempts=MAX_ATTEMPTS, own_timeout=True))
+    app.registry.add(
+        Task(
+            KIND,
+            run_container_job,
+            max_attempts=MAX_ATTEMPTS,
+            own_timeout=True,
+            hand_back_on_shutdown=True,
+        )
+    )
