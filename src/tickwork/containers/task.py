@@ -18,8 +18,11 @@ An attempt
 
 Cancelled (the job was asked to stop: ``tickwork cancel``, or the Replace policy), it deletes
 the Job (background propagation) and re-raises. Interrupted for any other reason it leaves the
-Job running for the next attempt to adopt: the worker shuts down (``Task.hand_back_on_shutdown``:
-the job is handed back at once, its attempt not counted) or the job's lease was taken over. The task enforces the job's timeout itself (``Task.own_timeout``): the Job's
+Job running for the next attempt to adopt: the worker shuts down
+(``Task.hand_back_on_shutdown``: the job is handed back at once, its attempt not counted) or
+the job's lease was taken over.
+
+The task enforces the job's timeout itself (``Task.own_timeout``): the Job's
 ``activeDeadlineSeconds`` is the timeout, the Job failing with ``DeadlineExceeded`` is the
 attempt timing out, and only a Job still running :data:`DEADLINE_MARGIN_SECONDS` past its
 deadline is deleted by the worker. The task returns None: a schedule job's return value would
