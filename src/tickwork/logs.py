@@ -29,6 +29,7 @@ KEYS = (
     "count",
     "reason",
     "error",
+    "kubernetes_job",
 )
 
 CURRENT_WORKER: ContextVar[str | None] = ContextVar("tickwork_worker", default=None)

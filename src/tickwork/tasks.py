@@ -13,6 +13,11 @@ from tickwork.schedules import limits
 
 DEFAULT_BACKOFF = Backoff()
 
+CANCEL_REQUESTED = "tickwork: the job was asked to stop"
+"""The message of the CancelledError an async task gets when its job was asked to stop
+(``tickwork cancel``, the Replace policy); a task interrupted for another reason (the worker
+shutting down, the job's lease taken over elsewhere) gets a CancelledError without it."""
+
 TaskFunction = Callable[[Job], Any]
 DeadHook = Callable[[Job, Any, str], Any]
 """``on_dead(job, conn, error)``: sync or async; ``conn`` is the worker's
@@ -28,6 +33,15 @@ class Task:
     retry: Backoff = DEFAULT_BACKOFF
     timeout: float | None = None
     on_dead: DeadHook | None = None
+    own_timeout: bool = False
+    """The task enforces the job's timeout itself (container jobs: the Kubernetes Job's
+    activeDeadlineSeconds): the worker does not interrupt it, and a TimeoutError it raises is
+    the job timing out."""
+    hand_back_on_shutdown: bool = False
+    """The job's work goes on outside the worker and a later attempt picks it up (container
+    jobs: the Kubernetes Job keeps running and is adopted): at a worker's shutdown the running
+    task is interrupted at once and its job handed back, the attempt not counted, instead of
+    being given the grace period and then failed."""
     is_async: bool = field(init=False)
 
     def __post_init__(self) -> None:

@@ -28,6 +28,7 @@ PURE = [
     "tickwork.schedules.policies",
     "tickwork.schedules.tenancy",
     "tickwork.worker.retry",
+    "tickwork.containers.manifests",
     "tickwork.maintenance.firing.planner",
     "tickwork.operator.translate",
     "tickwork.operator.desired",
@@ -112,6 +113,7 @@ def test_the_operator_translation_reaches_no_kopf(module: str) -> None:
 
 PACKAGES = (
     "tickwork.worker",
+    "tickwork.containers",
     "tickwork.maintenance",
     "tickwork.db",
     "tickwork.schedules",
@@ -131,6 +133,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("tickwork.tasks",),
     ("tickwork.app", "tickwork.http"),
     ("tickwork.maintenance",),
+    ("tickwork.containers",),
     ("tickwork.worker",),
     ("tickwork.operator", "tickwork.admin"),
     ("tickwork",),

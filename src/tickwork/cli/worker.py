@@ -4,7 +4,8 @@ Every field of :class:`tickwork.settings.WorkerSettings` is a flag (``lease_seco
 ``--lease-seconds``) and a variable (``TICKWORK_LEASE_SECONDS``); ``--help`` shows each one's
 documentation, default and variable (docs/settings.md tabulates them). The first signal
 stops gracefully (no new claims, claimed jobs that have not started handed back, running ones
-given ``--shutdown-grace-seconds``); a second one exits at once.
+given ``--shutdown-grace-seconds``, except container jobs, handed back at once: their Jobs run
+on); a second one exits at once.
 
 Unless ``--http-port 0``, the worker serves ``/metrics``, ``/healthz`` (its loops are alive)
 and ``/readyz`` (its database answers and is fully migrated) on ``--http-host:--http-port``.
@@ -25,6 +26,7 @@ import traceback
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from tickwork import containers
 from tickwork.app import App
 from tickwork.cli import common
 from tickwork.errors import ConfigurationError
@@ -56,6 +58,8 @@ def run(args: argparse.Namespace, env: common.Env) -> int:
     settings = common.load(WorkerSettings, args, env)
     common.configure_logging(args, env)
     app = load_app(settings.app)
+    if settings.container_jobs:
+        containers.register(app)
     if not app.registry.kinds:
         log.warning("the app registers no tasks: this worker runs no jobs")
     app.configure(settings.database_url)

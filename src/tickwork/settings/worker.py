@@ -152,6 +152,13 @@ class WorkerSettings:
         default=15.0,
         checks=[positive],
     )
+    container_jobs: bool = setting(
+        "run container jobs (kind tickwork.kubernetes-job): one Kubernetes Job per attempt, "
+        "created and watched through the Kubernetes API (the pod's service account, else "
+        "the kubeconfig); docs/containers.md",
+        group=WORKER,
+        default=False,
+    )
     http_port: int = setting(
         "port serving /metrics, /healthz and /readyz; 0 turns it off",
         group=HTTP,

@@ -63,6 +63,8 @@ def _failed(span: tracing.Span, exc: Exception) -> Failed:
 
 async def execute(job: Job, task: Task, threads: ThreadPoolExecutor) -> Outcome:
     timeout = job.timeout if job.timeout is not None else task.timeout
+    if task.own_timeout:
+        timeout = None
     deadline = None if timeout is None else asyncio.timeout(timeout)
     with tracing.execution(job) as span:
         try:
@@ -75,6 +77,10 @@ async def execute(job: Job, task: Task, threads: ThreadPoolExecutor) -> Outcome:
             if deadline is not None and deadline.expired():
                 timed_out = Failed(f"timed out after {timeout:g}s", timed_out=True)
                 span.failed(timed_out.error, exc, "timeout")
+                return timed_out
+            if task.own_timeout:  # the task enforcing the timeout says it ran out
+                timed_out = Failed(describe(exc), timed_out=True)
+                span.failed(summary(timed_out.error), exc, "timeout")
                 return timed_out
             return _failed(span, exc)  # the task's own TimeoutError: its error, not ours
         except Exception as exc:

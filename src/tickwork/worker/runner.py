@@ -47,6 +47,7 @@ from tickwork.maintenance import duties, firing
 from tickwork.maintenance.service import Service
 from tickwork.model import Job, JobId
 from tickwork.settings import WorkerSettings
+from tickwork.tasks import CANCEL_REQUESTED
 from tickwork.worker import deaths, executor
 from tickwork.worker.held import Held, HeldJobs, job_fields
 from tickwork.worker.liveness import Liveness
@@ -223,6 +224,7 @@ class Worker:
             task.cancel()
         await asyncio.gather(*background, return_exceptions=True)
         await self._hand_back_unstarted()
+        self._interrupt_handed_back()
         for _ in slots:
             self._buffer.put_nowait(None)
         _, late = await asyncio.wait(slots, timeout=self.settings.shutdown_grace_seconds)
@@ -269,6 +271,30 @@ class Worker:
         log.info(
             "handed back claimed jobs that had not started",
             extra=fields(action="jobs_handed_back", count=len(returned)),
+        )
+
+    def _interrupt_handed_back(self) -> None:
+        """Interrupt the running tasks whose jobs are handed back at shutdown (their work goes
+        on outside the worker); their slots hand the jobs back."""
+        for held in self._held:
+            task = self.app.registry.get(held.job.kind)
+            if held.slot is None or held.cancelling or task is None:
+                continue  # not running, or stopping already (a cancel request)
+            if task.hand_back_on_shutdown:
+                held.slot.cancel()
+
+    async def _hand_back_running(self, job: Job) -> None:
+        async def write() -> set[JobId]:
+            async with self.pool.connection() as conn:
+                return await store.arun(conn, jobs_db.hand_back_jobs([job], self.clock.now()))
+
+        returned, _ = await self.outcomes.persist("handing back a running job", write)
+        self._held.forget(job.id)
+        log.info(
+            "handed back at shutdown; a later attempt takes over its work"
+            if returned
+            else "not handed back: the job changed elsewhere",
+            extra=job_fields("job_handed_back", job, worker=self.name),
         )
 
     # --- claiming ----------------------------------------------------------------------
@@ -445,6 +471,9 @@ class Worker:
             if held.lost:
                 self._held.forget(job.id)
                 return
+            if task.hand_back_on_shutdown and self._stopping.is_set() and not held.cancelling:
+                await self._hand_back_running(job)
+                return
             outcome = executor.Failed(_SHUTDOWN_ERROR)
         finally:
             held.slot = None
@@ -517,7 +546,7 @@ class Worker:
         held.cancelling = True
         task = self.app.registry.get(job.kind)
         if held.slot is not None and task is not None and task.is_async:
-            held.slot.cancel()
+            held.slot.cancel(CANCEL_REQUESTED)
 
     async def _heartbeat(self) -> None:
         """A failed heartbeat is retried soon (with backoff), not at the next interval, and
