@@ -236,10 +236,14 @@ class App:
             result = store.run(own, op)
             own.commit()
             if self._notify and created(result):
+                own.autocommit = True  # one statement, one round trip: no BEGIN, no COMMIT
                 try:
                     store.run(own, self._notification(job))
                 except connections.DatabaseError as exc:
                     _notify_failed(job, exc)
+                finally:
+                    if not own.closed:  # a broken one is discarded by the pool
+                        own.autocommit = False
             return result
 
     async def _ainsert(
@@ -258,10 +262,14 @@ class App:
             result = await store.arun(own, op)
             await own.commit()
             if self._notify and created(result):
+                await own.set_autocommit(True)  # one statement, one round trip
                 try:
                     await store.arun(own, self._notification(job))
                 except connections.DatabaseError as exc:
                     _notify_failed(job, exc)
+                finally:
+                    if not own.closed:
+                        await own.set_autocommit(False)
             return result
 
     def _notification(self, job: NewJob) -> store.Op[None]:

@@ -54,11 +54,10 @@ SELECT set_config('tickwork.notify_jobs', 'off', true) AS notify_jobs;
 -- name: job_notify_queue
 -- Wake the workers of a queue after the commit of a job due now (none for a job due later:
 -- its run_at, like the trigger, is compared with the database clock), in a transaction of
--- its own that does nothing else and does not wait for its commit to be flushed: it holds
--- PostgreSQL's NOTIFY lock only for an instant, and losing it in a crash loses nothing
--- (listeners look for jobs when they reconnect; polling covers the rest).
-SELECT pg_notify('tickwork_jobs', %(queue)s) AS notified,
-       set_config('synchronous_commit', 'off', true) AS synchronous_commit
+-- its own that writes nothing else. PostgreSQL does not wait for the WAL flush of a
+-- transaction whose only record is its commit (RecordTransactionCommit), so this one holds
+-- the NOTIFY lock for an instant, not for a flush.
+SELECT pg_notify('tickwork_jobs', %(queue)s) AS notified
 WHERE coalesce(%(run_at)s::timestamptz, %(now)s::timestamptz, now()) <= now();
 
 -- name: job_insert_for_schedules
