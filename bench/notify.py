@@ -15,8 +15,12 @@ inserting transaction lose group commit. P producer processes (spawned) each cal
   its flush;
 * ``off``: ``App(notify=False)``: no notification at all (workers find jobs by polling).
 
-Prints, per way, the median enqueue rate (jobs committed per second over all producers) and
-the notifications a LISTEN connection received per second. Runs on a database of its own, on a
+Prints, per way, the median enqueue rate (jobs committed per second over all producers), the
+notifications a LISTEN connection received per second, and the jobs committed per WAL flush
+(``pg_stat_wal.wal_sync``): about 1 when commits are serialized (each waits for its own
+flush), more when concurrent commits share one (group commit). On a machine short of CPU the
+rate is bounded by the producers' own work, and jobs per flush is the figure that shows the
+serialization. Runs on a database of its own, on a
 private PostgreSQL with its default durability (fsync and synchronous_commit on: the lock
 matters because commits wait for their flush), or on the server of ``--database-url``.
 """
@@ -88,11 +92,20 @@ class _Listener:
         self._conn.close()
 
 
-def run_once(url: str, way: str, producers: int, seconds: float) -> tuple[float, float]:
-    """One round of one way: (jobs/s, notifications received/s)."""
+def _wal_syncs(conn: psycopg.Connection[Any]) -> int:
+    """WAL flushes (fsync or fdatasync) the server has done."""
+    row = conn.execute("SELECT wal_sync FROM pg_stat_wal").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def run_once(url: str, way: str, producers: int, seconds: float) -> tuple[float, float, float]:
+    """One round of one way: jobs/s, notifications received/s, and jobs committed per WAL
+    flush (1 when every commit flushes alone: serialized; more when commits share one)."""
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("TRUNCATE tickwork.jobs")
         conn.execute("CHECKPOINT")  # each round starts without the previous one's dirty pages
+        syncs = _wal_syncs(conn)
     ctx = multiprocessing.get_context("spawn")
     ready, done, start = ctx.Queue(), ctx.Queue(), ctx.Event()
     processes = [
@@ -112,7 +125,10 @@ def run_once(url: str, way: str, producers: int, seconds: float) -> tuple[float,
         listener.close()
     for p in processes:
         p.join()
-    return jobs / seconds, listener.count / seconds
+    with psycopg.connect(url, autocommit=True) as conn:
+        time.sleep(0.5)  # the producers' backends report their statistics as they exit
+        flushes = max(1, _wal_syncs(conn) - syncs)
+    return jobs / seconds, listener.count / seconds, jobs / flushes
 
 
 def run(url: str, producers: int, seconds: float, rounds: int) -> dict[str, float]:
@@ -121,19 +137,23 @@ def run(url: str, producers: int, seconds: float, rounds: int) -> dict[str, floa
         f"notify: {producers} producer processes, one job per transaction, {seconds:g} s per "
         f"way, {rounds} round(s)"
     )
-    results: dict[str, list[tuple[float, float]]] = {way: [] for way in WAYS}
+    results: dict[str, list[tuple[float, float, float]]] = {way: [] for way in WAYS}
     for r in range(rounds):
         for way in WAYS:
-            rate, notes = run_once(url, way, producers, seconds)
-            results[way].append((rate, notes))
-            print(f"  round {r + 1} {way:>12}: {rate:8,.0f} jobs/s, {notes:8,.0f} notifications/s")
+            rate, notes, shared = run_once(url, way, producers, seconds)
+            results[way].append((rate, notes, shared))
+            print(
+                f"  round {r + 1} {way:>12}: {rate:8,.0f} jobs/s, {notes:8,.0f} "
+                f"notifications/s, {shared:5.2f} jobs per WAL flush"
+            )
     medians = {way: statistics.median(r[0] for r in results[way]) for way in WAYS}
     base = medians["in-commit"]
     for way in WAYS:
         notes = statistics.median(r[1] for r in results[way])
+        shared = statistics.median(r[2] for r in results[way])
         print(
             f"median {way:>12}: {medians[way]:8,.0f} jobs/s ({medians[way] / base:.2f}x "
-            f"in-commit), {notes:,.0f} notifications/s received"
+            f"in-commit), {notes:,.0f} notifications/s received, {shared:.2f} jobs per WAL flush"
         )
     return medians
 
