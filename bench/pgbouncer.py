@@ -246,7 +246,7 @@ def _lag(direct: str, schedules: int, seconds: int) -> tuple[float, float, float
                 raise SystemExit("firing: no job within 120 s of the sync")
             time.sleep(0.005)
         noticed = (firing._db_now(conn) - synced).total_seconds()
-        start = firing._db_now(conn).replace(microsecond=0) + timedelta(seconds=2)
+        start = firing._db_now(conn).replace(microsecond=0) + timedelta(seconds=1)
         end = start + timedelta(seconds=seconds)
         expected = schedules * seconds
         seen, _ = firing._wait_for(conn, start, end, expected, end + firing.GRACE)

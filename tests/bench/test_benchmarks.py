@@ -33,7 +33,9 @@ EXTRA = {
     "bench/faults.py": ["--jobs", "200", "--workers", "2", "--cut-seconds", "3"],
     "bench/soak.py": ["--seconds", "30", "--hold", "10", "--sample", "5", "--rate", "500"],
     "bench/notify.py": ["--rounds", "1", "--producers", "4"],
-    "bench/pgbouncer.py": ["--schedules", "3", "--idle-seconds", "1", "--samples", "2"],
+    "bench/pgbouncer.py": [
+        *("--schedules", "3", "--seconds", "1", "--idle-seconds", "0.5", "--samples", "1")
+    ],
 }
 """Options added so the run stays small (the defaults are the benchmark's real sizes)."""
 NEEDS = {"bench/pgbouncer.py": pgbouncer}
