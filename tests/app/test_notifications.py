@@ -168,3 +168,34 @@ def test_the_notify_jobs_setting_off_silences_the_trigger(
             app.enqueue("t.mail", {}, conn=tx)
 
     assert _sent(listener, conn, enqueue) == ["mail"]
+
+
+def test_a_notification_refused_after_the_commit_keeps_the_job(
+    app: tickwork.App,
+    listener: psycopg.Connection[Any],
+    conn: psycopg.Connection[Any],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """PostgreSQL refuses a NOTIFY payload of 8000 bytes or more: a queue name that long makes
+    the notification fail after the job is committed. The job stays (the enqueue returns its
+    id, nothing half-done) and the failure is logged; workers of that queue find it by
+    polling."""
+    queue = "q" * 8000
+    job_id = app.enqueue(KIND, {}, queue=queue)
+    assert scalar(conn, "SELECT queue FROM tickwork.jobs WHERE id = %s", (job_id,)) == queue
+    assert [r.action for r in caplog.records if hasattr(r, "action")] == ["notify_failed"]
+    assert app.enqueue(KIND, {}) > job_id  # the pooled connection is usable again
+    assert _sent(listener, conn, lambda: None) == ["default"]
+
+
+async def test_an_async_notification_refused_after_the_commit_keeps_the_job(
+    app: tickwork.App, conn: psycopg.Connection[Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    queue = "q" * 8000
+    try:
+        job_id = await app.enqueue_async(KIND, {}, queue=queue)
+        assert await app.enqueue_async(KIND, {}) > job_id  # the connection is usable again
+    finally:
+        await app.close_async()
+    assert scalar(conn, "SELECT queue FROM tickwork.jobs WHERE id = %s", (job_id,)) == queue
+    assert [r.action for r in caplog.records if hasattr(r, "action")] == ["notify_failed"]
