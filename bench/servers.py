@@ -12,14 +12,18 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
+import socket
+import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
 from psycopg import sql
-from psycopg.conninfo import make_conninfo
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from tickwork.db.embedded import EmbeddedPostgres
 
@@ -74,3 +78,58 @@ def _scratch(server_url: str) -> Iterator[str]:
     finally:
         with psycopg.connect(server_url, autocommit=True) as admin:
             admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(name))
+
+
+@contextmanager
+def pgbouncer(url: str, *, pool_size: int = 20) -> Iterator[str]:
+    """Debian's pgbouncer (1.18) in transaction mode in front of the server of ``url``, run
+    as user postgres on a free port (``auth_type = trust``); yields ``url`` through it."""
+    binary = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
+    if not os.path.exists(binary):
+        raise SystemExit("pgbouncer is not installed (Debian: apt-get install pgbouncer)")
+    params = conninfo_to_dict(url)
+    with tempfile.TemporaryDirectory(prefix="tickwork-bench-pgbouncer-") as tmp:
+        home = Path(tmp)
+        home.chmod(0o777)
+        port = _free_port()
+        (home / "users.txt").write_text(f'"{params.get("user") or "postgres"}" ""\n')
+        (home / "pgbouncer.ini").write_text(
+            f"""[databases]
+* = host={params.get("host") or "127.0.0.1"} port={params.get("port") or 5432}
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = {port}
+unix_socket_dir =
+auth_type = trust
+auth_file = {home / "users.txt"}
+pool_mode = transaction
+default_pool_size = {pool_size}
+max_client_conn = 1000
+logfile = {home / "pgbouncer.log"}
+"""
+        )
+        command = [binary, str(home / "pgbouncer.ini")]
+        if os.geteuid() == 0:  # pgbouncer refuses root
+            command = ["runuser", "-u", "postgres", "--", *command]
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        through = make_conninfo(url, host="127.0.0.1", port=str(port))
+        try:
+            deadline = time.monotonic() + 15
+            while True:
+                try:
+                    psycopg.connect(through, connect_timeout=2, prepare_threshold=None).close()
+                    break
+                except psycopg.OperationalError:
+                    if time.monotonic() > deadline or process.poll() is not None:
+                        raise SystemExit("pgbouncer did not start") from None
+                    time.sleep(0.1)
+            yield through
+        finally:
+            process.terminate()
+            process.wait(10)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -21,6 +22,7 @@ from tickwork.errors import (
     JobNotFound,
     ScheduleNotFound,
 )
+from tickwork.logs import fields as log_fields
 from tickwork.model import (
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_QUEUE,
@@ -41,6 +43,8 @@ T = TypeVar("T")
 F = TypeVar("F", bound=TaskFunction)
 
 _UNIQUE_RACE_RETRIES = 5
+
+log = logging.getLogger(__name__)
 
 
 class JobFields(TypedDict, total=False):
@@ -75,12 +79,20 @@ class App:
         *,
         clock: Clock | None = None,
         check_connections: bool = False,
+        notify: bool = True,
     ) -> None:
         """``check_connections``: try each pooled connection of the sync API before using it
         (one round trip), so that the first call after a cut connection or a database restart
-        does not fail on a dead one; for long-lived processes that call rarely (the console)."""
+        does not fail on a dead one; for long-lived processes that call rarely (the console).
+
+        ``notify``: an enqueue in a transaction of its own wakes the workers of its queue with
+        a notification sent after its commit (one per call, none for a job due later). False:
+        no notification, the workers find the jobs by polling (``--poll-seconds``); for
+        producers whose enqueue rate matters more than the workers' wake-up time. An enqueue
+        with ``conn`` notifies at the caller's commit (the table's trigger) either way."""
         self._database_url = database_url
         self._check_connections = check_connections
+        self._notify = notify
         self.clock: Clock = clock or DatabaseClock()
         self.registry = Registry()
         self._pool: connections.Pool | None = None
@@ -207,6 +219,62 @@ class App:
         op = jobs_db.insert_jobs(template, payloads, self.clock.now(), tracing.capture())
         return template, op
 
+    def _insert(
+        self,
+        op: store.Op[T],
+        job: NewJob,
+        conn: connections.Connection | None,
+        created: Callable[[T], bool],
+    ) -> T:
+        """Run an insert ``op`` in ``conn``'s transaction (the trigger notifies at the caller's
+        commit), or in a transaction of its own that notifies nobody, followed after its
+        commit by one notification when ``created(result)`` says a job was made."""
+        if conn is not None:
+            return store.run(conn, op)
+        with self.connection() as own:
+            store.run(own, jobs_db.inserts_quiet())
+            result = store.run(own, op)
+            own.commit()
+            if self._notify and created(result):
+                own.autocommit = True  # one statement, one round trip: no BEGIN, no COMMIT
+                try:
+                    store.run(own, self._notification(job))
+                except connections.DatabaseError as exc:
+                    _notify_failed(job, exc)
+                finally:
+                    if not own.closed:  # a broken one is discarded by the pool
+                        own.autocommit = False
+            return result
+
+    async def _ainsert(
+        self,
+        op: store.Op[T],
+        job: NewJob,
+        conn: connections.AsyncConnection | None,
+        created: Callable[[T], bool],
+    ) -> T:
+        """:meth:`_insert` for asyncio code."""
+        if conn is not None:
+            return await store.arun(conn, op)
+        pool = await self._async_pool_get()
+        async with pool.connection() as own:
+            await store.arun(own, jobs_db.inserts_quiet())
+            result = await store.arun(own, op)
+            await own.commit()
+            if self._notify and created(result):
+                await own.set_autocommit(True)  # one statement, one round trip
+                try:
+                    await store.arun(own, self._notification(job))
+                except connections.DatabaseError as exc:
+                    _notify_failed(job, exc)
+                finally:
+                    if not own.closed:
+                        await own.set_autocommit(False)
+            return result
+
+    def _notification(self, job: NewJob) -> store.Op[None]:
+        return jobs_db.notify_queue(job.queue, job.run_at, self.clock.now())
+
     def enqueue(
         self,
         kind: str,
@@ -221,7 +289,7 @@ class App:
         job = self._new_job(kind, {} if payload is None else payload, fields)
         op = jobs_db.insert_job(job, self.clock.now(), tracing.capture())
         for _ in range(_UNIQUE_RACE_RETRIES):
-            result = self._run(op, conn)
+            result = self._insert(op, job, conn, _created)
             if result is not None:
                 _count_enqueued(job, int(result.created))
                 return result.id
@@ -239,7 +307,7 @@ class App:
         job = self._new_job(kind, {} if payload is None else payload, fields)
         op = jobs_db.insert_job(job, self.clock.now(), tracing.capture())
         for _ in range(_UNIQUE_RACE_RETRIES):
-            result = await self._arun(op, conn)
+            result = await self._ainsert(op, job, conn, _created)
             if result is not None:
                 _count_enqueued(job, int(result.created))
                 return result.id
@@ -256,7 +324,7 @@ class App:
         """Add many jobs of one kind in a single statement; ids in payload order.
         Takes the fields of :meth:`enqueue` except ``unique_key``."""
         template, op = self._insert_many(kind, payloads, fields)
-        ids = self._run(op, conn)
+        ids = self._insert(op, template, conn, bool)
         _count_enqueued(template, len(ids))
         return ids
 
@@ -270,7 +338,7 @@ class App:
     ) -> list[JobId]:
         """:meth:`enqueue_many` for asyncio code."""
         template, op = self._insert_many(kind, payloads, fields)
-        ids = await self._arun(op, conn)
+        ids = await self._ainsert(op, template, conn, bool)
         _count_enqueued(template, len(ids))
         return ids
 
@@ -423,6 +491,19 @@ class App:
             outcome = operations.trigger(conn, namespace, name, who, self.clock.now())
         assert outcome.job_id is not None  # a trigger, replayed or not, names its job
         return outcome.job_id
+
+
+def _created(result: jobs_db.Enqueued | None) -> bool:
+    return result is not None and result.created
+
+
+def _notify_failed(job: NewJob, exc: Exception) -> None:
+    """The job is committed; only its wake-up is lost: the workers' polling finds it."""
+    log.warning(
+        "job enqueued, but its notification failed: %s",
+        exc,
+        extra=log_fields(action="notify_failed", kind=job.kind, queue=job.queue),
+    )
 
 
 def _count_enqueued(job: NewJob, count: int) -> None:

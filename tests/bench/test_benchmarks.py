@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.binaries import Unavailable, pgbouncer
+
 ROOT = Path(__file__).resolve().parents[2]
 TINY = {
     "--jobs": "300",
@@ -30,8 +32,14 @@ EXTRA = {
     "bench/claim.py": ["--busy-jobs", "1000"],
     "bench/faults.py": ["--jobs", "200", "--workers", "2", "--cut-seconds", "3"],
     "bench/soak.py": ["--seconds", "30", "--hold", "10", "--sample", "5", "--rate", "500"],
+    "bench/notify.py": ["--rounds", "1", "--producers", "4"],
+    "bench/pgbouncer.py": [
+        *("--schedules", "3", "--seconds", "1", "--idle-seconds", "0.5", "--samples", "1")
+    ],
 }
 """Options added so the run stays small (the defaults are the benchmark's real sizes)."""
+NEEDS = {"bench/pgbouncer.py": pgbouncer}
+"""Binaries a benchmark runs, installed (tests/support/binaries.py) before it starts."""
 
 
 def readme_benchmarks() -> list[list[str]]:
@@ -65,6 +73,11 @@ def test_the_readme_lists_every_benchmark() -> None:
 
 @pytest.mark.parametrize("argv", readme_benchmarks(), ids=shlex.join)
 def test_a_readme_benchmark_runs_as_written(argv: list[str]) -> None:
+    if argv[1] in NEEDS:
+        try:
+            NEEDS[argv[1]]()
+        except Unavailable as exc:
+            pytest.skip(f"{argv[1]} needs what could not be installed: {exc}")
     env = {**os.environ, "TICKWORK_DATABASE_URL": "postgresql://nowhere.invalid/users-db"}
     result = subprocess.run(
         tiny(argv), cwd=ROOT, env=env, capture_output=True, text=True, timeout=240

@@ -239,6 +239,33 @@ async def test_the_worker_fires_the_namespaces_it_offers_on_its_own(
     assert lag < timedelta(seconds=1)
 
 
+async def test_a_worker_without_notifications_sees_a_sync_within_its_poll_interval(
+    database_url: str, conn: psycopg.Connection[Any]
+) -> None:
+    """Behind a transaction pooler without --listen-url no sync notification comes: the
+    firing loop looks again every --poll-seconds, not only at its 30 s cap. (No pooler is
+    needed to show it: --pooler transaction alone keeps the worker from LISTENing.)"""
+    poll_seconds = 0.5
+    real = tickwork.App(database_url)
+    worker = Worker(
+        real,
+        worker_settings(
+            database_url, namespaces=(NS,), pooler="transaction", poll_seconds=poll_seconds
+        ),
+    )
+    try:
+        async with running(worker):
+            await asyncio.sleep(4 * poll_seconds)  # its first pass found nothing: it sleeps
+            real.sync_schedules(NS, [every("tick", 1)])
+            for _ in range(200):  # 10 s: well under the 30 s cap
+                if jobs(conn):
+                    break
+                await asyncio.sleep(0.05)
+    finally:
+        real.close()
+    assert jobs(conn), "the new schedule did not fire within 10 s of its sync"
+
+
 async def test_racing_passes_make_one_job_per_occurrence(
     app: tickwork.App, database_url: str, conn: psycopg.Connection[Any]
 ) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+import sys
 import threading
 import time
 from datetime import timedelta
@@ -73,6 +74,43 @@ async def test_new_job_wakes_an_idle_worker_long_before_its_poll_interval(
             # Deadline well under the poll interval: only the notification can explain it.
             await wait_status(aconn, job_id, "succeeded", timeout=poll_seconds / 3)
             assert time.monotonic() - enqueued < poll_seconds
+    finally:
+        await app.close_async()
+
+
+_PRODUCER = """
+import sys
+import tickwork
+
+app = tickwork.App(sys.argv[1])
+print(app.enqueue("t.ping", {}))
+app.close()
+"""
+
+
+async def test_a_producer_process_wakes_an_idle_worker_with_its_after_commit_notification(
+    database_url: str, aconn: psycopg.AsyncConnection
+) -> None:
+    """Another process enqueues through the App's own transaction: its insert notifies nobody
+    (tickwork.notify_jobs is off in it) and the one notification comes after its commit; that
+    one wakes the worker long before its poll interval."""
+    poll_seconds = 30.0
+    app = tickwork.App(database_url)
+
+    @app.task("t.ping")
+    async def ping(job: tickwork.Job) -> None:
+        return None
+
+    worker = Worker(app, settings(database_url, poll_seconds=poll_seconds, lease_seconds=60))
+    try:
+        async with running(worker):
+            await wait_until(lambda: _listening(aconn), what="the worker to LISTEN")
+            produced = await asyncio.create_subprocess_exec(
+                sys.executable, "-c", _PRODUCER, database_url, stdout=asyncio.subprocess.PIPE
+            )
+            out, _ = await produced.communicate()
+            assert produced.returncode == 0
+            await wait_status(aconn, int(out), "succeeded", timeout=poll_seconds / 3)
     finally:
         await app.close_async()
 

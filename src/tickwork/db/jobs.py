@@ -11,7 +11,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from tickwork.db.store import Op, Row, optional_json, to_json
+from tickwork.db.store import Op, Row, nothing, optional_json, to_json
 from tickwork.model import (
     Backoff,
     Job,
@@ -136,6 +136,19 @@ def insert_jobs(
         now=now,
     )
     return Op("job_insert_many", params, lambda rows: [JobId(r["id"]) for r in rows])
+
+
+def inserts_quiet() -> Op[None]:
+    """The rest of this transaction's inserts notify nobody (the caller notifies after the
+    commit, with :func:`notify_queue`)."""
+    return Op("job_inserts_quiet", {}, nothing)
+
+
+def notify_queue(queue: str, run_at: datetime | None, now: datetime | None) -> Op[None]:
+    """Wake the workers of ``queue`` if a job inserted with ``run_at`` is due: alone in a
+    transaction run after the insert's commit, which then commits without waiting for the
+    flush."""
+    return Op("job_notify_queue", {"queue": queue, "run_at": run_at, "now": now}, nothing)
 
 
 @dataclass(frozen=True)

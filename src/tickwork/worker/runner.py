@@ -32,6 +32,7 @@ import socket
 import time
 from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any
 
 from tickwork import logs, metrics
@@ -379,9 +380,12 @@ class Worker:
         """The schedule firing loop, when this worker offers namespaces."""
         if not self.settings.namespaces:
             return []
+        config = firing.FiringConfig()
+        if not self.settings.notifications_url:  # no sync notification: look every poll
+            config = replace(config, max_sleep=min(config.max_sleep, self.settings.poll_seconds))
         loop = firing.loop(
             self.pool,
-            firing.Firing(self.settings.namespaces),
+            firing.Firing(self.settings.namespaces, config),
             clock=self.clock,
             wake=self._schedules_wake,
             alive=lambda config: self._liveness.beat("firing", config.max_sleep),

@@ -46,6 +46,20 @@ FROM unnest(%(payloads)s::jsonb[]) WITH ORDINALITY AS p(payload, n)
 ORDER BY p.n
 RETURNING id;
 
+-- name: job_inserts_quiet
+-- The inserts of this transaction send no notification (trigger jobs_notify_inserted, see
+-- migration 0012): the App notifies after the commit instead, with job_notify_queue.
+SELECT set_config('tickwork.notify_jobs', 'off', true) AS notify_jobs;
+
+-- name: job_notify_queue
+-- Wake the workers of a queue after the commit of a job due now (none for a job due later:
+-- its run_at, like the trigger, is compared with the database clock), in a transaction of
+-- its own that writes nothing else. PostgreSQL does not wait for the WAL flush of a
+-- transaction whose only record is its commit (RecordTransactionCommit), so this one holds
+-- the NOTIFY lock for an instant, not for a flush.
+SELECT pg_notify('tickwork_jobs', %(queue)s) AS notified
+WHERE coalesce(%(run_at)s::timestamptz, %(now)s::timestamptz, now()) <= now();
+
 -- name: job_insert_for_schedules
 -- The jobs of schedule occurrences (occurrence_at NULL: a manual trigger), all created in
 -- one trace context (the firing pass's span, or the caller's). An occurrence that already has
