@@ -121,7 +121,7 @@ def schema_errors(document: dict[str, Any]) -> list[str]:
 
 
 def test_the_examples_exist() -> None:
-    assert 3 <= len(EXAMPLE_FILES) <= 4
+    assert 3 <= len(EXAMPLE_FILES) <= 5
 
 
 @pytest.mark.parametrize("path", EXAMPLE_FILES, ids=lambda p: p.name)
@@ -136,7 +136,13 @@ def test_each_example_loads_and_matches_the_crd(path: Path) -> None:
 def test_the_examples_directory_loads() -> None:
     definitions = load_path(EXAMPLES)
     kinds = {d.job.kind for d in definitions}
-    assert kinds == {"examples.hello", "examples.flaky", "examples.report", "examples.slow"}
+    assert kinds == {
+        "examples.hello",
+        "examples.flaky",
+        "examples.report",
+        "examples.slow",
+        "tickwork.kubernetes-job",
+    }
 
 
 @pytest.mark.parametrize(

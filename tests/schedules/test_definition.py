@@ -679,7 +679,7 @@ def test_interval_mode_without_every_is_rejected_even_when_it_is_the_default() -
     ],
 )
 def test_required_fields(spec: dict[str, Any], field: str) -> None:
-    """Required, unless ``spec.jobTemplate`` replaces the kind (tests/schedules/test_job_templates.py)."""
+    """Required, unless ``spec.jobTemplate`` replaces the kind (test_job_templates.py)."""
     error = from_spec_error(spec)
     assert error.field == field
     assert error.reason.startswith("is required (") and "spec.jobTemplate" in error.reason

@@ -18,8 +18,17 @@ from tickwork.schedules import job_templates
 
 ROOT_DEFINITION = "io.k8s.api.batch.v1.JobTemplateSpec"
 KEPT = frozenset(
-    {"$ref", "type", "properties", "additionalProperties", "items", "required", "oneOf", "format",
-     "enum"}
+    {
+        "$ref",
+        "type",
+        "properties",
+        "additionalProperties",
+        "items",
+        "required",
+        "oneOf",
+        "format",
+        "enum",
+    }
 )
 """The JSON Schema keywords the Kubernetes definitions of this closure use to validate."""
 SHIPPED = Path(job_templates.__file__).with_name(job_templates.SCHEMA_FILE)

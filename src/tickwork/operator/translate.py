@@ -3,9 +3,10 @@
 The same checks as ``tickwork sync -f`` (``ScheduleDefinition.from_spec`` and ``validate``), so an
 object and a manifest file with the same spec are accepted or refused alike; the error names
 the field (``spec.schedule: ...``). A ``spec.jobTemplate``'s Jobs go to the object's own
-Kubernetes namespace, owned by the object (its ``metadata.uid``). Nothing in a body makes it raise: values beyond the limits
-(docs/limits.md) are errors like any other, and as a last resort anything unforeseen becomes
-``spec: cannot be read: <type>``, so a hostile object is always indexed, reported and deletable.
+Kubernetes namespace, owned by the object (its ``metadata.uid``). Nothing in a body makes it
+raise: values beyond the limits (docs/limits.md) are errors like any other, and as a last
+resort anything unforeseen becomes ``spec: cannot be read: <type>``, so a hostile object is
+always indexed, reported and deletable.
 """
 
 from __future__ import annotations

@@ -97,6 +97,9 @@ def _check_schema(fail: Fail, template: Any, path: str) -> None:
         if "enum" in node and value not in node["enum"]:
             raise fail(where, f"must be one of {', '.join(map(str, node['enum']))}")
         if isinstance(value, list) and "items" in node:
+            for index, item in enumerate(value):
+                if item is None:  # a list's null is no "not set": Kubernetes refuses it
+                    raise fail(f"{where}[{index}]", "must not be null")
             todo.extend(
                 (f"{where}[{index}]", item, node["items"]) for index, item in enumerate(value)
             )
@@ -150,9 +153,7 @@ def _check_job_rules(fail: Fail, template: Mapping[str, Any], path: str) -> None
     restart = pod_spec.get("restartPolicy")
     if restart not in RESTART_POLICIES:
         reason = "is required" if restart is None else f"must not be {restart!r}"
-        raise fail(
-            f"{where}.restartPolicy", f"{reason}: a Job's pods restart Never or OnFailure"
-        )
+        raise fail(f"{where}.restartPolicy", f"{reason}: a Job's pods restart Never or OnFailure")
     if not pod_spec.get("containers"):
         raise fail(f"{where}.containers", "is required: at least one container")
     names: set[str] = set()
@@ -217,9 +218,7 @@ def _qualified_name_problem(key: str) -> str | None:
     prefix, _, name = key.rpartition("/")
     if "/" in prefix:
         return "must have at most one '/'"
-    if "/" in key and (
-        not prefix or len(prefix) > 253 or not _DNS_SUBDOMAIN.fullmatch(prefix)
-    ):
+    if "/" in key and (not prefix or len(prefix) > 253 or not _DNS_SUBDOMAIN.fullmatch(prefix)):
         return "prefix must be a DNS subdomain (lowercase), at most 253 characters"
     if len(name) > MAX_LABEL_VALUE or not _LABEL_NAME.fullmatch(name):
         return (
