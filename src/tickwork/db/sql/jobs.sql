@@ -423,9 +423,9 @@ GROUP BY j.schedule_namespace, j.schedule_name;
 -- name: job_open_of_namespaces
 -- The operator's status: for each schedule of some namespaces, how many of its jobs are pending
 -- or running (open_count, exact) and the first %(shown)s of them by id.
-SELECT schedule_namespace, schedule_name, id, status, occurrence_at, open_count
+SELECT schedule_namespace, schedule_name, id, status, occurrence_at, attempt, open_count
 FROM (
-    SELECT j.schedule_namespace, j.schedule_name, j.id, j.status, j.occurrence_at,
+    SELECT j.schedule_namespace, j.schedule_name, j.id, j.status, j.occurrence_at, j.attempt,
            count(*) OVER per_schedule AS open_count,
            row_number() OVER (per_schedule ORDER BY j.id) AS place
     FROM tickwork.jobs j
