@@ -13,6 +13,7 @@ import psycopg
 import tickwork
 from tests.support.schedule_helpers import NS, at, cron, every, fire, jobs, schedule
 from tickwork.clock import SettableClock
+from tickwork.db import admin as admin_db
 from tickwork.db import jobs as jobs_db
 from tickwork.db import store
 from tickwork.model import Job
@@ -199,3 +200,14 @@ def test_the_payload_is_made_in_one_place() -> None:
     assert (job.kind, job.payload) == (container_jobs.KIND, payload("backup"))
     task = ScheduleDefinition(name="t", job=JobTemplate(kind="k", payload=1), schedule="@daily")
     assert policies.schedule_job(NS, task, None, state={"carried": 1}).payload == {"carried": 1}
+
+
+def test_the_console_lists_a_container_schedule_with_the_reserved_kind(
+    app: tickwork.App, conn: psycopg.Connection[Any]
+) -> None:
+    """The console's schedule listing reads the kind from the stored spec (its SQL names the
+    reserved kind for a jobTemplate spec)."""
+    app.sync_schedules(NS, [every("backup", 60, job=JOB, container=container()), every("t", 60)])
+    op = admin_db.schedules(namespace=NS, after=None, limit=10, scope=None)
+    kinds = {summary.name: summary.kind for summary in store.run(conn, op)}
+    assert kinds == {"backup": container_jobs.KIND, "t": "s.job"}

@@ -604,9 +604,12 @@ ORDER BY s.namespace, s.name;
 -- name: admin_schedules
 -- A keyset page of schedules in (namespace, name) order, with the status of each one's last
 -- job, its last failure (latest dead job) and its firing error (set aside until a retry).
+-- A spec with a jobTemplate fires the reserved kind (tickwork.schedules.container_jobs.KIND).
 SELECT s.namespace, s.name, n.owner, s.revision, s.enabled, s.suspended,
        s.spec ->> 'schedule' AS schedule, s.spec ->> 'every' AS every,
-       s.spec ->> 'timeZone' AS time_zone, s.spec -> 'job' ->> 'kind' AS kind,
+       s.spec ->> 'timeZone' AS time_zone,
+       CASE WHEN s.spec ? 'jobTemplate' THEN 'tickwork.kubernetes-job'
+            ELSE s.spec -> 'job' ->> 'kind' END AS kind,
        s.spec ->> 'concurrencyPolicy' AS concurrency_policy,
        s.next_run_at, s.last_occurrence_at, s.last_job_id,
        coalesce(j.status, s.last_job_status) AS last_job_status, s.last_success_at,
