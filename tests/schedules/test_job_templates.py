@@ -437,3 +437,15 @@ def test_hostile_templates_are_refused_naming_a_field_or_accepted(template: Any)
         return
     assert list(SPEC_VALIDATOR.iter_errors(without_nulls(template))) == []
     assert ScheduleDefinition.from_spec("backup", definition.to_spec()) == definition
+
+
+def test_the_containers_page_shows_a_valid_schedule() -> None:
+    """docs/containers.md's manifest passes the CRD's schema and tickwork's checks."""
+    page = (EXAMPLES.parents[1] / "docs" / "containers.md").read_text()
+    block = page.split("```yaml\n", 1)[1].split("```", 1)[0]
+    document = yaml.safe_load(block)
+    assert document["kind"] == "Schedule"
+    assert schema_errors(document) == []
+    translation = translate({**document, "metadata": {**document["metadata"], "uid": "u"}})
+    assert translation.error is None and translation.definition is not None
+    assert translation.definition.job.kind == container_jobs.KIND
