@@ -449,3 +449,17 @@ def test_the_containers_page_shows_a_valid_schedule() -> None:
     translation = translate({**document, "metadata": {**document["metadata"], "uid": "u"}})
     assert translation.error is None and translation.definition is not None
     assert translation.definition.job.kind == container_jobs.KIND
+
+
+def test_a_tenant_policy_refusing_the_reserved_kind_refuses_container_schedules() -> None:
+    from tickwork.schedules import tenancy
+
+    policy = tenancy.TenantPolicy("team-a", ("team-a",), kinds=("team-a.*",))
+    definition = ScheduleDefinition.from_spec("backup", container_spec())
+    refused = tenancy.check("team-a", "team-a", definition, [policy])
+    assert refused is not None and refused.reason == tenancy.POLICY_VIOLATION
+    assert refused.message.startswith(
+        "spec.jobTemplate: kind 'tickwork.kubernetes-job' (a jobTemplate) is not allowed"
+    )
+    allowing = tenancy.TenantPolicy("team-a", ("team-a",), kinds=("tickwork.kubernetes-job",))
+    assert tenancy.check("team-a", "team-a", definition, [allowing]) is None
