@@ -546,14 +546,12 @@ def _job_from_spec(fields: _Fields | None, *, container: bool) -> JobTemplate:
         return JobTemplate(kind=container_jobs.KIND)
     kind = fields.string("kind")
     if container:
-        for key in ("kind", "payload"):
-            if key in fields.values:
-                reason = (
-                    "set exactly one of spec.job.kind or spec.jobTemplate"
-                    if key == "kind"
-                    else "is not used with spec.jobTemplate (the Job's template is the payload)"
-                )
-                raise fields.error(key, reason)
+        # null is "not set" (the API server prunes it), but for the payload, a JSON value.
+        if kind is not None:
+            raise fields.error("kind", "set exactly one of spec.job.kind or spec.jobTemplate")
+        if "payload" in fields.values:
+            reason = "is not used with spec.jobTemplate (the Job's template is the payload)"
+            raise fields.error("payload", reason)
         kind = container_jobs.KIND
     elif kind is None:
         raise fields.error("kind", "is required (or spec.jobTemplate instead)")
