@@ -3,7 +3,8 @@ PostgreSQL: it syncs with the object's namespace and uid, a worker's firing pass
 the reserved kind whose payload names them, ``status.active`` names the running job's Kubernetes
 Job as a CronJob's does, and ``Served`` tells that no worker runs container jobs. The job is
 claimed with the claim statement every worker runs (registering the reserved kind) instead of
-the built-in task, which creates the Job (the worker side, tested against kmock on its own)."""
+the built-in task, which creates the Job (the worker side, tested against kmock on its own).
+The run-now annotation makes one such job too."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Any
 import psycopg
 
 from tests.operator.harness import DEADLINE, Cluster, OperatorFactory, row
+from tests.operator.test_run_now import annotate, answered
 from tests.operator.test_status_truth import fire_at, register, wait_served
 from tests.support.helpers import wait_until
 from tickwork.db import jobs as jobs_db
@@ -99,3 +101,17 @@ async def test_a_container_schedule_fires_and_its_status_names_the_job(
     await wait_served(cluster, "backup", "True", "WorkersAvailable")
     after = row(database_url, "backup")
     assert after is not None and after["next_run_at"] == occurrence + timedelta(minutes=1)
+
+    # Run now from kubectl: one job of the reserved kind, its Job named after the job id.
+    await cluster.patch("backup", annotate("t1"))
+    answer = await answered(cluster, "t1", "backup")
+    with psycopg.connect(database_url) as conn:
+        kind, payload, at = conn.execute(
+            "SELECT kind, payload, occurrence_at FROM tickwork.jobs WHERE id = %s",
+            (answer["jobId"],),
+        ).fetchone() or (None, None, None)
+    assert (kind, at) == (container_jobs.KIND, None)
+    assert ContainerJob.from_payload(payload).owner_uid == uid
+    assert container_jobs.job_name("backup", None, answer["jobId"], 1) == (
+        f"backup-x{answer['jobId']}"
+    )
