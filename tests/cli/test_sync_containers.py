@@ -5,13 +5,16 @@ nothing written."""
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import psycopg
 import yaml
 
+import tickwork
 from tests.cli.test_cli import ok, one_line_error, tickwork_cmd
 from tests.cli.test_schedules_cli import counts, write
+from tickwork import devmode
 from tickwork.schedules import container_jobs
 from tickwork.schedules.definition import TARGET_FIELD
 
@@ -59,3 +62,16 @@ def test_an_invalid_template_is_refused_in_one_line_and_nothing_is_written(
         "a Job's pods restart Never or OnFailure"
     )
     assert counts(database_url)[1:] == (0, 0)
+
+
+def test_tickwork_dev_leaves_the_container_example_out(app: tickwork.App) -> None:
+    """``tickwork dev`` runs no Kubernetes: it syncs every example but the container one, and
+    says so."""
+    out = io.StringIO()
+    devmode.sync_examples(app, out)
+    assert (
+        "not synced (a jobTemplate needs Kubernetes, docs/containers.md): nightly-backup\n"
+        in out.getvalue()
+    )
+    names = {schedule.name for schedule in app.list_schedules(devmode.NAMESPACE)}
+    assert "hello" in names and "nightly-backup" not in names
