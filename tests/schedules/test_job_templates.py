@@ -207,9 +207,16 @@ def test_the_cel_rules_are_in_the_crd() -> None:
     )
 
 
-def test_reserved_kinds_are_refused_as_a_task_kind() -> None:
-    said = refusal({"schedule": "@daily", "job": {"kind": container_jobs.KIND}})
-    assert said.startswith("spec.job.kind: kinds starting 'tickwork.' are tickwork's own")
+def test_reserved_kinds_are_refused_as_a_task_kind_in_manifests() -> None:
+    """Manifests (files, objects, the webhook) reach the reserved kind only through a
+    jobTemplate; the Python API may sync such a definition, building the payload itself."""
+    spec = {"schedule": "@daily", "job": {"kind": container_jobs.KIND}}
+    expected = "spec.job.kind: kinds starting 'tickwork.' are tickwork's own"
+    with pytest.raises(ManifestError, match=expected):
+        load_documents(yaml.safe_dump(manifest(spec)), "bad.yaml")
+    error = translate(manifest(spec)).error
+    assert error is not None and error.startswith(expected)
+    ScheduleDefinition.from_spec("backup", spec).validate("team-a")
 
 
 # --- the template, validated as a batch/v1 JobTemplateSpec --------------------------------

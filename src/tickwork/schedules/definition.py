@@ -274,12 +274,6 @@ class ScheduleDefinition:
     def _validate_job(self) -> None:
         job = self.job
         self._check("spec.job.kind", job.kind)
-        if self.container is None and job.kind.startswith(container_jobs.RESERVED_PREFIX):
-            self._fail(
-                "spec.job.kind",
-                f"kinds starting {container_jobs.RESERVED_PREFIX!r} are tickwork's own "
-                "(to run a container, set spec.jobTemplate instead of spec.job.kind)",
-            )
         if self.container is not None and job.kind != container_jobs.KIND:
             self._fail("spec.job.kind", "set exactly one of spec.job.kind or spec.jobTemplate")
         self._check("spec.job.queue", job.queue)
@@ -447,12 +441,23 @@ def check_manifest_rules(name: str, spec: Mapping[str, Any]) -> None:
     """The cross-field rules a *manifest* must follow beyond :meth:`ScheduleDefinition.from_spec`
     (the CRD's CEL rules say the same): ``catchUpLimit`` only with ``misfirePolicy: CatchUp``.
     Stored canonical specs always carry ``catchUpLimit``, so ``from_spec`` does not check this.
-    Nor does it refuse :data:`TARGET_FIELD`, which stored specs carry and manifests cannot."""
+    Nor does it refuse :data:`TARGET_FIELD`, which stored specs carry and manifests cannot, or a
+    reserved ``job.kind`` (``tickwork.``), which a manifest reaches through ``jobTemplate``
+    only (the Python API may build a container job's payload itself)."""
     if spec.get("catchUpLimit") is not None and spec.get("misfirePolicy") != "CatchUp":
         raise DefinitionError(name, "spec.catchUpLimit", "is only valid with misfirePolicy CatchUp")
     if TARGET_FIELD in spec:
         reason = "unknown field (the operator sets it from the Schedule's metadata)"
         raise DefinitionError(name, f"spec.{TARGET_FIELD}", reason)
+    job = spec.get("job")
+    kind = job.get("kind") if isinstance(job, Mapping) else None
+    if isinstance(kind, str) and kind.startswith(container_jobs.RESERVED_PREFIX):
+        raise DefinitionError(
+            name,
+            "spec.job.kind",
+            f"kinds starting {container_jobs.RESERVED_PREFIX!r} are tickwork's own "
+            "(to run a container, set spec.jobTemplate instead of spec.job.kind)",
+        )
 
 
 def check_container_template(error: Callable[[str, str], Exception], template: Any) -> None:
