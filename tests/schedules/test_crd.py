@@ -24,6 +24,7 @@ from tickwork.schedules import limits
 from tickwork.schedules.definition import (
     MAX_INT,
     ConcurrencyPolicy,
+    ContainerTemplate,
     IntervalMode,
     JobTemplate,
     MisfirePolicy,
@@ -156,6 +157,23 @@ def test_the_examples_directory_loads() -> None:
             every=timedelta(seconds=1.5),
             interval_mode=IntervalMode.FIXED_DELAY,
         ),
+        ScheduleDefinition(
+            name="c",
+            job=JobTemplate(kind="tickwork.kubernetes-job", queue="q", max_attempts=2),
+            container=ContainerTemplate(
+                {
+                    "spec": {
+                        "template": {
+                            "spec": {
+                                "restartPolicy": "Never",
+                                "containers": [{"name": "c", "image": "busybox"}],
+                            }
+                        }
+                    }
+                }
+            ),
+            schedule="@daily",
+        ),
     ],
 )
 def test_every_canonical_spec_matches_the_crd(definition: ScheduleDefinition) -> None:
@@ -171,7 +189,8 @@ def test_every_canonical_spec_matches_the_crd(definition: ScheduleDefinition) ->
         "spec": spec,
     }
     assert schema_errors(document) == []
-    assert translate(document).definition == definition
+    # A jobTemplate's Jobs go to the object's namespace ("default": it names none).
+    assert translate(document).definition == definition.owned_by("default", None)
 
 
 def manifest(**spec: Any) -> dict[str, Any]:
