@@ -1,7 +1,8 @@
 """``tickwork dev``: everything on one machine with no set-up. An embedded PostgreSQL server keeps
 its data in a directory of the project (``.tickwork`` by default), the migrations are applied,
 the example Schedules (shipped in the package, ``tickwork/example_schedules/``) are synced into
-namespace ``examples``, a worker serves the example App (:mod:`tickwork.examples`) and fires
+namespace ``examples`` (but those with a ``jobTemplate``: they need Kubernetes), a worker
+serves the example App (:mod:`tickwork.examples`) and fires
 that namespace, a few example jobs are enqueued, and every fired occurrence, skipped occurrence
 and job state change is printed as one line (``--db-only``: just the migrated server and its
 URL, for trying the Python API or your own worker on it). The worker serves ``/metrics``,
@@ -152,7 +153,9 @@ def sync_examples(app: App, out: TextIO) -> None:
     """Sync the example Schedules into their namespace, taking it over if someone else synced
     it: this database is the dev session's own."""
     with resources.as_file(SCHEDULES) as path:
-        definitions = manifests.load_path(path, namespace=NAMESPACE)
+        loaded = manifests.load_path(path, namespace=NAMESPACE)
+    definitions = [definition for definition in loaded if definition.container is None]
+    containers = sorted(definition.name for definition in loaded if definition.container)
     report = app.sync_schedules(NAMESPACE, definitions, owner=OWNER, take_over=True)
     changes = dataclasses.asdict(report)
     listed = "; ".join(f"{change} {', '.join(names)}" for change, names in changes.items() if names)
@@ -160,6 +163,11 @@ def sync_examples(app: App, out: TextIO) -> None:
         f"schedules synced into namespace {NAMESPACE!r}: {listed}\n"
         f"  try: tickwork schedules, or tickwork trigger {NAMESPACE} hello\n"
     )
+    if containers:
+        out.write(
+            f"not synced (a jobTemplate needs Kubernetes, docs/containers.md): "
+            f"{', '.join(containers)}\n"
+        )
 
 
 class LiveView:

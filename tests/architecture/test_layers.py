@@ -26,6 +26,8 @@ PURE = [
     "tickwork.schedules.definition",
     "tickwork.schedules.manifests",
     "tickwork.schedules.policies",
+    "tickwork.schedules.container_jobs",
+    "tickwork.schedules.job_templates",
     "tickwork.schedules.tenancy",
     "tickwork.worker.retry",
     "tickwork.containers.manifests",

@@ -533,17 +533,53 @@ def check_autoscaling(rendering: Rendering) -> None:
             assert call, f"{where}: the KEDA query does not call tickwork.keda_due_work"
 
 
+CONTAINER_JOB_RULES = [
+    {
+        "apiGroups": ["batch"],
+        "resources": ["jobs"],
+        "verbs": ["create", "get", "list", "watch", "delete"],
+    }
+]
+"""All a pool running container jobs may do: the least the built-in task needs."""
+
+
+def runs_container_jobs(worker: dict[str, Any]) -> bool:
+    (container,) = worker["spec"]["template"]["spec"]["containers"]
+    return env_of(container).get("TICKWORK_CONTAINER_JOBS", {}).get("value") == "true"
+
+
 def check_worker_has_no_api_access(rendering: Rendering) -> None:
-    """Workers (of every pool) need no Kubernetes API: no token, no binding."""
+    """Workers (of every pool) need no Kubernetes API: no token, no binding. A pool running
+    container jobs: its token, and only namespaced Roles of exactly CONTAINER_JOB_RULES, one
+    in each namespace it fires."""
     for worker in workloads(rendering, "worker"):
         pod = worker["spec"]["template"]["spec"]
         where = f"{rendering.case}: {worker['metadata']['name']}"
-        assert pod.get("automountServiceAccountToken") is False, f"{where}: worker token"
+        containers_ = runs_container_jobs(worker)
+        assert pod.get("automountServiceAccountToken") is containers_, f"{where}: worker token"
         account = pod["serviceAccountName"]
-        for kind in ("RoleBinding", "ClusterRoleBinding"):
-            for binding in rendering.of_kind(kind):
-                for subject in binding.get("subjects", []):
-                    assert subject["name"] != account, f"{where}: {kind} binds the workers"
+        bound = [
+            binding
+            for kind in ("RoleBinding", "ClusterRoleBinding")
+            for binding in rendering.of_kind(kind)
+            if any(subject["name"] == account for subject in binding.get("subjects", []))
+        ]
+        if not containers_:
+            assert not bound, f"{where}: a binding gives the workers API access"
+            continue
+        (container,) = pod["containers"]
+        served = set(env_of(container)["TICKWORK_NAMESPACES"]["value"].split(","))
+        assert {b["kind"] for b in bound} == {"RoleBinding"}, f"{where}: {bound}"
+        assert {b["metadata"]["namespace"] for b in bound} == served, where
+        assert len(bound) == len(served), where
+        roles = {
+            (r["metadata"]["namespace"], r["metadata"]["name"]): r
+            for r in rendering.of_kind("Role")
+        }
+        for binding in bound:
+            assert binding["roleRef"]["kind"] == "Role", where
+            role = roles[binding["metadata"]["namespace"], binding["roleRef"]["name"]]
+            assert role["rules"] == CONTAINER_JOB_RULES, f"{where}: {role['rules']}"
 
 
 def check_operator(rendering: Rendering) -> None:

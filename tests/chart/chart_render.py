@@ -91,6 +91,14 @@ MATRIX: dict[str, dict[str, Any]] = {
             },
         ],
     },
+    # A pool running container jobs (its Roles on batch jobs) beside one that does not.
+    "containers": {
+        **QUICK_START,
+        "workerPools": [
+            {"name": "jobs", "namespaces": ["team-a", "team-b"], "containerJobs": True},
+            {"name": "tasks", "namespaces": ["team-c"], "queues": ["default"]},
+        ],
+    },
     "namespaced": {
         **QUICK_START,
         "operator": {"namespaces": ["team-a", "team-b"], "statusIntervalSeconds": 30},

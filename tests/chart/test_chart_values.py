@@ -75,6 +75,16 @@ def test_helm_lint_passes(helm: Helm, tmp_path: Path) -> None:
             id="pool-keda-checked-like-keda",
         ),
         pytest.param(
+            {"workerPools": [{"name": "jobs", "containerJobs": "yes"}]},
+            "at '/workerPools/0/containerJobs': got string, want boolean",
+            id="pool-container-jobs-not-a-boolean",
+        ),
+        pytest.param(
+            {"worker": {"containerJobs": 1}},
+            "at '/worker/containerJobs': got number, want boolean",
+            id="container-jobs-not-a-boolean",
+        ),
+        pytest.param(
             {"image": {"tag": 1.2}},
             "at '/image/tag': got number, want string",
             id="numeric-tag",

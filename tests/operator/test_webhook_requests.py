@@ -95,6 +95,23 @@ def test_a_bad_create_or_spec_change_is_refused_naming_the_field() -> None:
         review("UPDATE", schedule(queue), schedule(GOOD))
 
 
+def test_a_bad_job_template_is_refused_naming_the_field() -> None:
+    """The same checks as the operator and ``tickwork sync``: the template as a batch/v1
+    JobTemplateSpec, and exactly one of spec.job.kind and spec.jobTemplate."""
+    pod = {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]}
+    template = {"spec": {"template": {"spec": pod}}}
+    good = {"schedule": "0 3 * * *", "jobTemplate": template}
+    review("CREATE", schedule(good, uid="u-1"))
+    imageless = {"restartPolicy": "Never", "containers": [{"name": "main"}]}
+    bad = {**good, "jobTemplate": {"spec": {"template": {"spec": imageless}}}}
+    with pytest.raises(
+        Refused, match=r"^spec\.jobTemplate\.spec\.template\.spec\.containers\[0\]\.image: "
+    ):
+        review("CREATE", schedule(bad))
+    with pytest.raises(Refused, match=r"^spec\.job\.kind: set exactly one of"):
+        review("UPDATE", schedule({**good, "job": {"kind": "k"}}), schedule(good))
+
+
 def test_removing_the_finalizer_of_an_invalid_object_is_allowed() -> None:
     """An object stored before the webhook existed (or before a policy tightened) keeps its
     invalid spec; its deletion must still complete."""

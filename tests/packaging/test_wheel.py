@@ -1,5 +1,6 @@
-"""The built wheel carries what tickwork reads at run time: migrations, named SQL and the
-example schedules (the repository's top-level migrations/ links into the package)."""
+"""The built wheel carries what tickwork reads at run time: migrations, named SQL, the
+example schedules (the repository's top-level migrations/ links into the package) and the
+Kubernetes schema a jobTemplate is checked against."""
 
 from __future__ import annotations
 
@@ -29,4 +30,5 @@ def test_the_wheel_ships_migrations_sql_and_example_schedules(tmp_path: Path) ->
     assert queries.QUERIES, "the named queries load from package data"
     for manifest in (ROOT / "examples/schedules").glob("*.yaml"):
         assert f"tickwork/example_schedules/{manifest.name}" in names
+    assert "tickwork/schedules/job_template_schema.json" in names
     assert (ROOT / "migrations").resolve() == (ROOT / "src/tickwork/db/migrations").resolve()

@@ -458,6 +458,8 @@ class OpenJob:
     open_count: int
     """How many jobs of its schedule are pending or running (all of them, not only those
     listed)."""
+    attempt: int = 0
+    """Attempts started (the running one included)."""
 
 
 def open_job_list(namespaces: Sequence[str], shown: int) -> Op[list[OpenJob]]:
@@ -474,6 +476,7 @@ def open_job_list(namespaces: Sequence[str], shown: int) -> Op[list[OpenJob]]:
                 JobStatus(r["status"]),
                 r["occurrence_at"],
                 r["open_count"],
+                r["attempt"],
             )
             for r in rows
         ],

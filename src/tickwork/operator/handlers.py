@@ -46,6 +46,7 @@ from tickwork.operator.config import GROUP, PLURAL, VERSION, OperatorConfig
 from tickwork.operator.database import Database
 from tickwork.operator.desired import Entry, entry_of
 from tickwork.operator.syncer import Outcome, Syncer
+from tickwork.schedules.definition import stored_kind
 
 log = logging.getLogger(__name__)
 
@@ -206,7 +207,7 @@ class Runtime:
 
     def served(self, entry: Entry, row: ScheduleRow | None) -> status.Ready:
         """The Served condition: for the kind stored (what fires), else the spec's."""
-        stored = (row.spec.get("job") or {}).get("kind") if row is not None else None
+        stored = stored_kind(row.spec) if row is not None else None
         definition = entry.translation.definition
         kind = stored or (definition.job.kind if definition is not None else None)
         return served.served(

@@ -19,6 +19,13 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from tickwork.operator.status import Ready
+from tickwork.schedules import container_jobs
+
+CONTAINER_HINT = (
+    " (it runs the Kubernetes Jobs of a spec.jobTemplate: run a worker pool with container "
+    "jobs enabled, tickwork worker --container-jobs or the chart's workerPools[].containerJobs)"
+)
+"""Added to KindNotRegistered for the reserved kind of container jobs."""
 
 WORKERS_AVAILABLE = "WorkersAvailable"
 NO_WORKER = "NoWorker"
@@ -87,7 +94,8 @@ def served(
             "False",
             KIND_NOT_REGISTERED,
             f"{_count(firing, 'offers', 'offer')} schedule namespace {namespace!r}, but none of "
-            f"the {fleet.live} live workers registers kind {kind!r}: its jobs wait unclaimed",
+            f"the {fleet.live} live workers registers kind {kind!r}: its jobs wait unclaimed"
+            + (CONTAINER_HINT if kind == container_jobs.KIND else ""),
         )
     return Ready(
         "True",

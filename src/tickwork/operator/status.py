@@ -21,9 +21,12 @@ from typing import Any
 
 from tickwork.db.jobs import LastJob, OpenJob
 from tickwork.db.schedules import ScheduleRow
+from tickwork.model import JobStatus
 from tickwork.operator.desired import NAME_CONFLICT, Entry
 from tickwork.operator.events import Seen
 from tickwork.operator.syncer import NamespaceState, Outcome
+from tickwork.schedules import container_jobs
+from tickwork.schedules.definition import TARGET_FIELD
 from tickwork.schedules.tenancy import NAMESPACE_NOT_ALLOWED, POLICY_VIOLATION, Refusal
 
 DISABLED = "Disabled"
@@ -119,20 +122,46 @@ def facts(
     absent)."""
     if row is None:
         return dict.fromkeys(FACTS)
+    jobs_namespace = container_namespace(row)
     return {
         "revision": row.revision,
         "nextRunAt": timestamp(row.next_run_at),
         "lastScheduleTime": timestamp(row.last_occurrence_at),
         "lastSuccessfulTime": timestamp(row.last_success_at),
         "skippedOccurrences": row.skipped_occurrences,
-        "active": [
-            {"id": job.id, "status": str(job.status), "occurrenceAt": timestamp(job.occurrence_at)}
-            for job in active
-        ]
-        or None,
+        "active": [active_job(row, job, jobs_namespace) for job in active] or None,
         "activeCount": active[0].open_count if active else 0,
         "lastJob": None if last is None else last_job(last),
     }
+
+
+def container_namespace(row: ScheduleRow) -> str | None:
+    """The Kubernetes namespace of a container schedule's Jobs, as its stored spec says (the
+    Schedule object's; the schedule namespace for a file's schedule); None for a task one."""
+    if row.spec.get("jobTemplate") is None:
+        return None
+    target = row.spec.get(TARGET_FIELD)
+    namespace = target.get("namespace") if isinstance(target, Mapping) else None
+    return namespace if isinstance(namespace, str) else row.namespace
+
+
+def active_job(row: ScheduleRow, job: OpenJob, jobs_namespace: str | None) -> dict[str, Any]:
+    """One ``status.active`` entry. A running job of a container schedule also names its
+    Kubernetes Job as a CronJob's ``active`` does (an object reference: the Job of its current
+    attempt, named by :func:`container_jobs.job_name`); a pending one has no Job yet."""
+    entry: dict[str, Any] = {
+        "id": job.id,
+        "status": str(job.status),
+        "occurrenceAt": timestamp(job.occurrence_at),
+    }
+    if jobs_namespace is not None and job.status is JobStatus.RUNNING:
+        entry |= {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "name": container_jobs.job_name(row.name, job.occurrence_at, job.id, job.attempt),
+            "namespace": jobs_namespace,
+        }
+    return entry
 
 
 def last_job(last: LastJob) -> dict[str, Any]:

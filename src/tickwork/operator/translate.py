@@ -2,9 +2,11 @@
 
 The same checks as ``tickwork sync -f`` (``ScheduleDefinition.from_spec`` and ``validate``), so an
 object and a manifest file with the same spec are accepted or refused alike; the error names
-the field (``spec.schedule: ...``). Nothing in a body makes it raise: values beyond the limits
-(docs/limits.md) are errors like any other, and as a last resort anything unforeseen becomes
-``spec: cannot be read: <type>``, so a hostile object is always indexed, reported and deletable.
+the field (``spec.schedule: ...``). A ``spec.jobTemplate``'s Jobs go to the object's own
+Kubernetes namespace, owned by the object (its ``metadata.uid``). Nothing in a body makes it
+raise: values beyond the limits (docs/limits.md) are errors like any other, and as a last
+resort anything unforeseen becomes ``spec: cannot be read: <type>``, so a hostile object is
+always indexed, reported and deletable.
 """
 
 from __future__ import annotations
@@ -63,10 +65,17 @@ def _translate(body: Mapping[str, Any], name: str) -> Translation:
     try:
         definition = ScheduleDefinition.from_spec(name, spec)
         check_manifest_rules(name, spec)
+        definition = definition.owned_by(_own_namespace(body), _uid(body))
         definition.validate(namespace)
     except DefinitionError as error:
         return Translation(namespace, name, None, f"{error.field}: {error.reason}")
     return Translation(namespace, name, definition, None)
+
+
+def _uid(body: Mapping[str, Any]) -> str | None:
+    metadata = body.get("metadata")
+    uid = metadata.get("uid") if isinstance(metadata, Mapping) else None
+    return uid if isinstance(uid, str) and uid else None
 
 
 def _own_namespace(body: Mapping[str, Any]) -> str:

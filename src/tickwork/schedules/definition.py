@@ -13,6 +13,7 @@ values quoted in messages are cut short.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import json
 import math
@@ -25,7 +26,7 @@ from typing import Any, NoReturn, TypeVar
 
 from tickwork.errors import InvalidInput
 from tickwork.model import DEFAULT_QUEUE, Backoff
-from tickwork.schedules import limits, occurrences
+from tickwork.schedules import container_jobs, job_templates, limits, occurrences
 from tickwork.schedules.limits import MAX_CATCH_UP as MAX_CATCH_UP
 from tickwork.schedules.limits import MAX_INT as MAX_INT
 from tickwork.schedules.limits import MAX_NAME_LENGTH as MAX_NAME_LENGTH
@@ -111,11 +112,29 @@ class JobTemplate:
 
 
 @dataclass(frozen=True)
+class ContainerTemplate:
+    """``spec.jobTemplate``: each occurrence's job runs one Kubernetes Job made from
+    ``template`` (:mod:`tickwork.schedules.container_jobs`)."""
+
+    template: Mapping[str, Any]
+    """The batch/v1 ``JobTemplateSpec`` (checked by :mod:`tickwork.schedules.job_templates`)."""
+    namespace: str | None = None
+    """The Kubernetes namespace of the Jobs: the Schedule object's, set by the operator; None
+    (``tickwork sync -f``): the schedule namespace."""
+    owner_uid: str | None = None
+    """The Schedule object's uid, for the Jobs' owner reference (set by the operator)."""
+
+
+@dataclass(frozen=True)
 class ScheduleDefinition:
     """One named schedule: when it fires (cron or interval), how, and the job it enqueues."""
 
     name: str
     job: JobTemplate
+    container: ContainerTemplate | None = None
+    """With ``spec.jobTemplate``: ``job.kind`` is :data:`container_jobs.KIND` and each job
+    runs a Kubernetes Job; ``job``'s other fields (queue, priority, attempts, retries,
+    timeout, concurrency key) apply as to any job."""
     schedule: str | None = None
     """Cron expression; exactly one of ``schedule`` and ``every`` is set."""
     every: timedelta | None = None
@@ -163,6 +182,15 @@ class ScheduleDefinition:
             every = format_duration(self.every)
             fail("spec.jitterSeconds", f"must be less than spec.every ({every})")
         self._validate_job()
+        self._validate_container()
+
+    def owned_by(self, namespace: str, uid: str | None) -> ScheduleDefinition:
+        """This definition as the Schedule object of Kubernetes ``namespace`` with ``uid``
+        asks for it: its Jobs go to that namespace and are owned by the object."""
+        if self.container is None:
+            return self
+        target = dataclasses.replace(self.container, namespace=namespace, owner_uid=uid)
+        return dataclasses.replace(self, container=target)
 
     def timetable(self, namespace: str) -> occurrences.Timetable:
         """The occurrence calculator; hashed ``H`` cron fields are seeded by namespace/name."""
@@ -195,7 +223,12 @@ class ScheduleDefinition:
         spec["catchUpLimit"] = self.catch_up_limit
         spec["jitterSeconds"] = self.jitter_seconds
         spec["pendingJobsOnDelete"] = str(self.pending_jobs_on_delete)
-        spec["job"] = _job_to_spec(self.job)
+        spec["job"] = _job_to_spec(self.job, container=self.container is not None)
+        if self.container is not None:
+            spec["jobTemplate"] = _copy_json(self.container.template)
+            target = _target_to_spec(self.container)
+            if target:
+                spec[TARGET_FIELD] = target
         return spec
 
     @classmethod
@@ -216,11 +249,13 @@ class ScheduleDefinition:
         if interval_mode is not None and every is None:
             raise fields.error("intervalMode", "is only valid with spec.every")
         job = fields.mapping("job", _JOB_FIELDS)
-        if job is None:
-            raise fields.error("job", "is required")
+        container = _container_from_spec(fields)
+        if job is None and container is None:
+            raise fields.error("job", "is required (spec.job.kind, or spec.jobTemplate)")
         return cls(
             name=name,
-            job=_job_from_spec(job),
+            job=_job_from_spec(job, container=container is not None),
+            container=container,
             schedule=fields.string("schedule"),
             every=every,
             interval_mode=interval_mode or IntervalMode.FIXED_RATE,
@@ -239,6 +274,8 @@ class ScheduleDefinition:
     def _validate_job(self) -> None:
         job = self.job
         self._check("spec.job.kind", job.kind)
+        if self.container is not None and job.kind != container_jobs.KIND:
+            self._fail("spec.job.kind", "set exactly one of spec.job.kind or spec.jobTemplate")
         self._check("spec.job.queue", job.queue)
         check_payload(self._error, "spec.job.payload", job.payload)
         self._check("spec.job.priority", job.priority)
@@ -251,6 +288,16 @@ class ScheduleDefinition:
             self._check("spec.job.timeoutSeconds", job.timeout_seconds)
         if job.concurrency_key is not None:
             self._check("spec.job.concurrencyKey", job.concurrency_key)
+
+    def _validate_container(self) -> None:
+        container = self.container
+        if container is None:
+            return
+        check_container_template(self._error, container.template)
+        for key, value in _target_to_spec(container).items():
+            problem = text_problem(value, 1, _TARGET_LENGTHS[key])
+            if problem is not None:
+                self._fail(f"spec.{TARGET_FIELD}.{key}", problem)
 
     def _check(self, path: str, value: str | float) -> None:
         """Refuse ``value`` unless it is within the limits of the field at ``path``."""
@@ -393,9 +440,42 @@ def key_name(key: Any) -> str:
 def check_manifest_rules(name: str, spec: Mapping[str, Any]) -> None:
     """The cross-field rules a *manifest* must follow beyond :meth:`ScheduleDefinition.from_spec`
     (the CRD's CEL rules say the same): ``catchUpLimit`` only with ``misfirePolicy: CatchUp``.
-    Stored canonical specs always carry ``catchUpLimit``, so ``from_spec`` does not check this."""
+    Stored canonical specs always carry ``catchUpLimit``, so ``from_spec`` does not check this.
+    Nor does it refuse :data:`TARGET_FIELD`, which stored specs carry and manifests cannot, or a
+    reserved ``job.kind`` (``tickwork.``), which a manifest reaches through ``jobTemplate``
+    only (the Python API may build a container job's payload itself)."""
     if spec.get("catchUpLimit") is not None and spec.get("misfirePolicy") != "CatchUp":
         raise DefinitionError(name, "spec.catchUpLimit", "is only valid with misfirePolicy CatchUp")
+    if TARGET_FIELD in spec:
+        reason = "unknown field (the operator sets it from the Schedule's metadata)"
+        raise DefinitionError(name, f"spec.{TARGET_FIELD}", reason)
+    job = spec.get("job")
+    kind = job.get("kind") if isinstance(job, Mapping) else None
+    if isinstance(kind, str) and kind.startswith(container_jobs.RESERVED_PREFIX):
+        raise DefinitionError(
+            name,
+            "spec.job.kind",
+            f"kinds starting {container_jobs.RESERVED_PREFIX!r} are tickwork's own "
+            "(to run a container, set spec.jobTemplate instead of spec.job.kind)",
+        )
+
+
+def check_container_template(error: Callable[[str, str], Exception], template: Any) -> None:
+    """Raise ``error(field, reason)`` unless ``template`` is a valid batch/v1 JobTemplateSpec
+    within the payload limits (it travels in each job's payload)."""
+    if not isinstance(template, Mapping):
+        raise error(job_templates.PATH, f"must be a mapping, not {_type_name(template)}")
+    check_payload(error, job_templates.PATH, template)
+    job_templates.check(error, template)
+
+
+def stored_kind(spec: Mapping[str, Any]) -> str | None:
+    """The kind of the jobs a stored spec fires (None when it says none)."""
+    if spec.get("jobTemplate") is not None:
+        return container_jobs.KIND
+    job = spec.get("job")
+    kind = job.get("kind") if isinstance(job, Mapping) else None
+    return kind if isinstance(kind, str) else None
 
 
 def validate_all(namespace: str, definitions: Sequence[ScheduleDefinition]) -> None:
@@ -446,13 +526,13 @@ def _retry_to_spec(retry: Backoff) -> dict[str, float]:
     }
 
 
-def _job_to_spec(job: JobTemplate) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "kind": job.kind,
-        "queue": job.queue,
-        "payload": _copy_json(job.payload),
-        "priority": job.priority,
-    }
+def _job_to_spec(job: JobTemplate, *, container: bool) -> dict[str, Any]:
+    """``spec.job``; with a ``jobTemplate``, without the kind and payload it implies."""
+    spec: dict[str, Any] = {} if container else {"kind": job.kind}
+    spec["queue"] = job.queue
+    if not container:
+        spec["payload"] = _copy_json(job.payload)
+    spec["priority"] = job.priority
     if job.max_attempts is not None:
         spec["maxAttempts"] = job.max_attempts
     if job.retry is not None:
@@ -464,10 +544,22 @@ def _job_to_spec(job: JobTemplate) -> dict[str, Any]:
     return spec
 
 
-def _job_from_spec(fields: _Fields) -> JobTemplate:
+def _job_from_spec(fields: _Fields | None, *, container: bool) -> JobTemplate:
+    """``spec.job``; with a ``jobTemplate`` (``container``), without kind and payload (the
+    kind is :data:`container_jobs.KIND`, the payload made at firing) and maybe absent."""
+    if fields is None:
+        return JobTemplate(kind=container_jobs.KIND)
     kind = fields.string("kind")
-    if kind is None:
-        raise fields.error("kind", "is required")
+    if container:
+        # null is "not set" (the API server prunes it), but for the payload, a JSON value.
+        if kind is not None:
+            raise fields.error("kind", "set exactly one of spec.job.kind or spec.jobTemplate")
+        if "payload" in fields.values:
+            reason = "is not used with spec.jobTemplate (the Job's template is the payload)"
+            raise fields.error("payload", reason)
+        kind = container_jobs.KIND
+    elif kind is None:
+        raise fields.error("kind", "is required (or spec.jobTemplate instead)")
     retry = fields.mapping("retryPolicy", _RETRY_FIELDS)
     payload = fields.values.get("payload", {})
     where = f"{fields.path}.payload"
@@ -482,6 +574,29 @@ def _job_from_spec(fields: _Fields) -> JobTemplate:
         timeout_seconds=fields.number("timeoutSeconds"),
         concurrency_key=fields.string("concurrencyKey"),
     )
+
+
+def _container_from_spec(fields: _Fields) -> ContainerTemplate | None:
+    """``spec.jobTemplate`` and, in a stored spec, :data:`TARGET_FIELD`."""
+    template = fields.values.get("jobTemplate")
+    target = fields.mapping(TARGET_FIELD, frozenset(_TARGET_LENGTHS))
+    if template is None:
+        if target is not None:
+            raise fields.error(TARGET_FIELD, "is only valid with spec.jobTemplate")
+        return None
+    check_container_template(
+        lambda path, reason: DefinitionError(fields.name, path, reason), template
+    )
+    return ContainerTemplate(
+        template=_copy_json(template),
+        namespace=None if target is None else target.string("namespace"),
+        owner_uid=None if target is None else target.string("ownerUid"),
+    )
+
+
+def _target_to_spec(container: ContainerTemplate) -> dict[str, str]:
+    target = {"namespace": container.namespace, "ownerUid": container.owner_uid}
+    return {key: value for key, value in target.items() if value is not None}
 
 
 def _retry_from_spec(fields: _Fields) -> Backoff:
@@ -514,6 +629,12 @@ def _or(value: _T | None, default: _T) -> _T:
     return default if value is None else value
 
 
+TARGET_FIELD = "jobTemplateTarget"
+"""Where a stored spec keeps a :class:`ContainerTemplate`'s namespace and owner uid (a manifest
+cannot set it: :func:`check_manifest_rules`)."""
+_TARGET_LENGTHS = {"namespace": 63, "ownerUid": 128}
+"""A Kubernetes namespace is a DNS label; a uid is a UUID (36 characters), with room."""
+
 _SPEC_FIELDS = frozenset(
     {
         "schedule",
@@ -528,6 +649,8 @@ _SPEC_FIELDS = frozenset(
         "jitterSeconds",
         "pendingJobsOnDelete",
         "job",
+        "jobTemplate",
+        TARGET_FIELD,
         "scheduleNamespace",
     }
 )

@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from tickwork.model import NewJob, OpenJobs
+from tickwork.schedules.container_jobs import ContainerJob
 from tickwork.schedules.definition import (
     MAX_CATCH_UP,
     ConcurrencyPolicy,
@@ -156,11 +157,27 @@ def concurrency_key(namespace: str, definition: ScheduleDefinition) -> str | Non
     return key
 
 
+def job_payload(namespace: str, definition: ScheduleDefinition, state: Any) -> Any:
+    """The payload of the schedule's next job: with a ``jobTemplate``, the
+    :class:`~tickwork.schedules.container_jobs.ContainerJob` (its Jobs go to the Schedule
+    object's Kubernetes namespace, else the schedule namespace; no carried state); otherwise
+    the carried ``state`` when not None, else the template's payload."""
+    container = definition.container
+    if container is not None:
+        return ContainerJob(
+            namespace=container.namespace or namespace,
+            schedule=definition.name,
+            template=container.template,
+            owner_uid=container.owner_uid,
+        ).to_payload()
+    return definition.job.payload if state is None else state
+
+
 def schedule_job(
     namespace: str, definition: ScheduleDefinition, occurrence: datetime | None, state: Any
 ) -> NewJob:
-    """The job for ``occurrence`` (None: a manual trigger, due now). The carried ``state``,
-    when not None, replaces the template's payload."""
+    """The job for ``occurrence`` (None: a manual trigger, due now), with the payload of
+    :func:`job_payload`."""
     template = definition.job
     run_at = None
     if occurrence is not None:
@@ -174,7 +191,7 @@ def schedule_job(
         run_at=run_at,
         kind=template.kind,
         queue=template.queue,
-        payload=template.payload if state is None else state,
+        payload=job_payload(namespace, definition, state),
         priority=template.priority,
         max_attempts=template.max_attempts,
         retry=template.retry,

@@ -138,6 +138,8 @@ def _job_problem(
     if policy.queues is not None and not _matches(job.queue, policy.queues):
         return "spec.job.queue", f"queue {job.queue!r}", _listed(policy.queues)
     if policy.kinds is not None and not _matches(job.kind, policy.kinds):
+        if definition.container is not None:  # allowing the reserved kind allows containers
+            return "spec.jobTemplate", f"kind {job.kind!r} (a jobTemplate)", _listed(policy.kinds)
         return "spec.job.kind", f"kind {job.kind!r}", _listed(policy.kinds)
     if policy.max_priority is not None and job.priority > policy.max_priority:
         return "spec.job.priority", f"priority {job.priority}", f"at most {policy.max_priority}"

@@ -437,9 +437,9 @@ GROUP BY j.schedule_namespace, j.schedule_name;
 -- name: job_open_of_namespaces
 -- The operator's status: for each schedule of some namespaces, how many of its jobs are pending
 -- or running (open_count, exact) and the first %(shown)s of them by id.
-SELECT schedule_namespace, schedule_name, id, status, occurrence_at, open_count
+SELECT schedule_namespace, schedule_name, id, status, occurrence_at, attempt, open_count
 FROM (
-    SELECT j.schedule_namespace, j.schedule_name, j.id, j.status, j.occurrence_at,
+    SELECT j.schedule_namespace, j.schedule_name, j.id, j.status, j.occurrence_at, j.attempt,
            count(*) OVER per_schedule AS open_count,
            row_number() OVER (per_schedule ORDER BY j.id) AS place
     FROM tickwork.jobs j
@@ -618,9 +618,12 @@ ORDER BY s.namespace, s.name;
 -- name: admin_schedules
 -- A keyset page of schedules in (namespace, name) order, with the status of each one's last
 -- job, its last failure (latest dead job) and its firing error (set aside until a retry).
+-- A spec with a jobTemplate fires the reserved kind (tickwork.schedules.container_jobs.KIND).
 SELECT s.namespace, s.name, n.owner, s.revision, s.enabled, s.suspended,
        s.spec ->> 'schedule' AS schedule, s.spec ->> 'every' AS every,
-       s.spec ->> 'timeZone' AS time_zone, s.spec -> 'job' ->> 'kind' AS kind,
+       s.spec ->> 'timeZone' AS time_zone,
+       CASE WHEN s.spec ? 'jobTemplate' THEN 'tickwork.kubernetes-job'
+            ELSE s.spec -> 'job' ->> 'kind' END AS kind,
        s.spec ->> 'concurrencyPolicy' AS concurrency_policy,
        s.next_run_at, s.last_occurrence_at, s.last_job_id,
        coalesce(j.status, s.last_job_status) AS last_job_status, s.last_success_at,
