@@ -43,19 +43,9 @@ def test_the_chart_runs_every_command_it_configures(
     assert commands == {"worker", "operator", "migrate"}
 
 
-WORKER_SIDE = "container_jobs" in {f.name for f in dataclasses.fields(WorkerSettings)}
-"""Whether ``tickwork worker --container-jobs`` (TICKWORK_CONTAINER_JOBS) exists: the worker's
-side of container jobs comes from another branch (kubejobs); until it is merged, the
-``containers`` case renders a variable no setting reads yet."""
-
-
 def test_every_variable_and_flag_the_chart_sets_is_a_setting_of_its_command(
-    rendering: chart_render.Rendering, request: pytest.FixtureRequest
+    rendering: chart_render.Rendering,
 ) -> None:
-    if rendering.case == "containers" and not WORKER_SIDE:
-        request.applymarker(
-            pytest.mark.xfail(strict=True, reason="TICKWORK_CONTAINER_JOBS: the kubejobs branch")
-        )
     for container in _containers(rendering):
         command, classes = container["args"][0], READS[container["args"][0]]
         env = {item["name"]: str(item.get("value", "postgresql://from-secret/x")) for item in
