@@ -120,6 +120,20 @@ def test_objects_are_kept_apart_and_a_recreated_one_starts_over() -> None:
     assert recorder.observe(other, "uid-2", created(6), at(300)) == []  # baseline again
 
 
+def test_a_dead_jobs_event_shows_the_exception_of_its_traceback() -> None:
+    """``last_error`` is a traceback (the worker's ``describe``): the Event shows its last
+    line, the exception, not the frames that lead to it."""
+    error = (
+        "Traceback (most recent call last):\n"
+        '  File "/app/tasks.py", line 3, in nightly\n'
+        "    raise RuntimeError('upstream said no')\n"
+        "RuntimeError: upstream said no\n"
+    )
+    before, after = Seen(0, 1, "running"), Seen(0, 1, "dead", attempt=2, error=error)
+    (failed,) = events.happenings(before, after)
+    assert failed.message == "Job 1 is dead after 2 attempts: RuntimeError: upstream said no"
+
+
 def test_a_long_error_is_cut() -> None:
     before, after = Seen(0, 1, "running"), Seen(0, 1, "dead", attempt=1, error="x" * 500)
     (failed,) = events.happenings(before, after)

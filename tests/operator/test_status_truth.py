@@ -164,6 +164,45 @@ async def test_served_needs_a_live_worker_claiming_from_the_jobs_queue(
     app.close()
 
 
+async def test_a_dead_job_gets_a_warning_job_failed_event_rate_limited(
+    cluster: Cluster, start_operator: OperatorFactory, database_url: str
+) -> None:
+    """A job of the Schedule fails its only attempt in a real Worker: the operator posts a
+    Warning ``JobFailed`` naming the job, its attempts and its error; a second dead job
+    within the event window is held (one Event per reason per window)."""
+    await start_operator(event_window_seconds=3600)
+    await cluster.create("failing", {"every": "1h", "job": {"kind": KIND, "maxAttempts": 1}})
+    await cluster.wait_ready("failing", "Synced")
+    app = tickwork.App(database_url)
+
+    @app.task(KIND)
+    def job(job: tickwork.Job) -> None:
+        raise RuntimeError("upstream said no")
+
+    async with running(Worker(app, settings(database_url, namespaces=()))):
+        first = app.trigger("ns", "failing", actor="test")
+        (failed,) = await wait_events(cluster, "failing", "JobFailed", 1)
+        assert failed["type"] == "Warning"
+        assert failed["message"].startswith(f"Job {first} is dead after 1 attempts: ")
+        assert "RuntimeError" in failed["message"] and "upstream said no" in failed["message"]
+        await wait_until(
+            lambda: last_job(cluster, "failing").get("outcome") == "dead", what="lastJob dead"
+        )
+
+        second = app.trigger("ns", "failing", actor="test")
+        await wait_until(
+            lambda: (
+                last_job(cluster, "failing") == {**last_job(cluster, "failing"), "id": second}
+                and last_job(cluster, "failing").get("outcome") == "dead"
+            ),
+            timeout=DEADLINE,
+            what="the second job dead in lastJob",
+        )
+    # The round that showed the second dead job posted no second JobFailed: held.
+    assert len(events(cluster, "failing", "JobFailed")) == 1
+    app.close()
+
+
 async def fire_at(url: str, instant: datetime) -> int:
     async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
         report = await firing.run_once(conn, ["ns"], instant)
