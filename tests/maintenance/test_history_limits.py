@@ -20,13 +20,14 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import psycopg
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tickwork
 from tests.support.helpers import T0, claim, scalar
 from tickwork.db import jobs as jobs_db
-from tickwork.db import store
+from tickwork.db import migrate, store
 from tickwork.db.queries import QUERIES
 from tickwork.maintenance.retention import Retention, RetentionConfig
 from tickwork.model import JobId, JobStatus
@@ -243,6 +244,48 @@ def test_a_queued_schedule_that_no_longer_exists_is_dequeued(
     conn.commit()
     assert retain(database_url) == 0
     assert queued(conn) == set()
+
+
+def test_the_upgrade_trims_every_existing_history_to_the_defaults(
+    empty_database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A database of the version before (migration 0010) with schedules and their finished
+    jobs: migration 0011 queues every schedule, and the first pass keeps 3 + 1 of each."""
+    shipped = migrate.available()
+    before = [m for m in shipped if m.version < 11]
+    with monkeypatch.context() as older:
+        older.setattr(migrate, "available", lambda: before)
+        migrate.apply(empty_database_url)
+    with psycopg.connect(empty_database_url, autocommit=True) as conn:
+        tickwork.App(empty_database_url).sync_schedules("ns", [schedule("old"), schedule("new")])
+        # The specs as that version stored them: no limits.
+        conn.execute(
+            "UPDATE tickwork.schedules SET spec = spec - 'successfulJobsHistoryLimit'"
+            " - 'failedJobsHistoryLimit'"
+        )
+        conn.execute(
+            """
+            INSERT INTO tickwork.jobs (kind, status, schedule_namespace, schedule_name,
+                                       finished_at)
+            SELECT 'k',
+                   (CASE WHEN i %% 4 = 0 THEN 'dead' ELSE 'succeeded' END)::tickwork.job_status,
+                   'ns', CASE WHEN i %% 2 = 0 THEN 'old' ELSE 'new' END,
+                   %s + make_interval(secs => i)
+            FROM generate_series(1, 40) AS i
+            """,
+            (T0,),
+        )
+    assert [m.version for m in migrate.apply(empty_database_url)] == [
+        m.version for m in shipped if m.version >= 11
+    ]
+    with psycopg.connect(empty_database_url) as conn:
+        assert queued(conn) == {("ns", "old"), ("ns", "new")}
+        retain(empty_database_url)
+        kept = conn.execute(
+            "SELECT schedule_name, status::text, count(*) FROM tickwork.jobs"
+            " GROUP BY 1, 2 ORDER BY 1, 2"
+        ).fetchall()
+    assert kept == [("new", "succeeded", 3), ("old", "dead", 1), ("old", "succeeded", 3)]
 
 
 # --- any sequence of outcomes -------------------------------------------------------------
