@@ -223,6 +223,33 @@ def test_a_stored_spec_without_limits_gets_cronjobs_defaults(
     assert job_ids(conn) == {ids[5], ids[7], ids[9], ids[8]}
 
 
+def test_a_damaged_stored_limit_keeps_the_most_and_stops_nothing(
+    app: tickwork.App, conn: psycopg.Connection[Any], database_url: str
+) -> None:
+    """Stored specs edited by hand (a string, a negative number, a huge one, null): the pass
+    goes on, those schedules keep up to 1000 jobs (a null: the default), the others are
+    trimmed as usual."""
+    names = ["text", "negative", "huge", "null", "fine"]
+    app.sync_schedules("ns", [schedule(name, succeeded=1, failed=1) for name in names])
+    for name, value in [("text", '"abc"'), ("negative", "-5"), ("huge", "1e400"), ("null", "null")]:
+        conn.execute(
+            "UPDATE tickwork.schedules SET spec = jsonb_set(spec,"
+            " '{successfulJobsHistoryLimit}', %s::jsonb) WHERE name = %s",
+            (value, name),
+        )
+    conn.commit()
+    plan = [Ended(("ns", name), SUCCEEDED, s) for name in names for s in range(5)]
+    ids = end_jobs(conn, plan)
+    retain(database_url)
+    kept = job_ids(conn)
+    by_name = {name: ids[i * 5 : i * 5 + 5] for i, name in enumerate(names)}
+    for name in ("text", "negative", "huge"):
+        assert set(by_name[name]) <= kept, name
+    assert kept & set(by_name["null"]) == set(by_name["null"][2:])  # the default: 3
+    assert kept & set(by_name["fine"]) == {by_name["fine"][-1]}
+    assert queued(conn) == set()
+
+
 def test_a_long_history_is_trimmed_in_capped_statements_within_one_pass(
     app: tickwork.App, conn: psycopg.Connection[Any], database_url: str
 ) -> None:
@@ -429,7 +456,7 @@ def test_the_console_and_retention_read_the_history_index(
     console = scans_of_jobs(conn, "admin_schedules", page)
     assert any(scan.endswith("Scan jobs_schedule_history_idx") for scan in console), console
     assert not any(scan.startswith("Seq Scan") for scan in console), console
-    trim = {"schedules": 100, "limit": 1000, "succeeded": 3, "failed": 1}
+    trim = {"schedules": 100, "limit": 1000, "succeeded": 3, "failed": 1, "max": 1000}
     trimming = scans_of_jobs(conn, "job_trim_histories", trim)
     assert any(scan.endswith("Scan jobs_schedule_history_idx") for scan in trimming), trimming
     assert not any(scan.startswith("Seq Scan") for scan in trimming), trimming

@@ -388,10 +388,11 @@ class HistoryTrim:
 
 
 def trim_histories(
-    schedules: int, limit: int, default_succeeded: int, default_failed: int
+    schedules: int, limit: int, default_succeeded: int, default_failed: int, maximum: int
 ) -> Op[HistoryTrim]:
     """Trim the histories of up to ``schedules`` queued schedules to their limits (a stored
-    spec without them: the defaults given), at most ``limit`` jobs per schedule and outcome."""
+    spec without them: the defaults given; with a value outside 0..``maximum``: ``maximum``),
+    at most ``limit`` jobs per schedule and outcome."""
     return Op(
         "job_trim_histories",
         {
@@ -399,6 +400,7 @@ def trim_histories(
             "limit": limit,
             "succeeded": default_succeeded,
             "failed": default_failed,
+            "max": maximum,
         },
         lambda rows: HistoryTrim(**rows[0]),
     )

@@ -22,6 +22,7 @@ from tickwork.schedules.definition import (
     DEFAULT_FAILED_JOBS_HISTORY_LIMIT,
     DEFAULT_SUCCESSFUL_JOBS_HISTORY_LIMIT,
 )
+from tickwork.schedules.limits import MAX_HISTORY_LIMIT
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,7 @@ class Retention:
             self.config.batch,
             DEFAULT_SUCCESSFUL_JOBS_HISTORY_LIMIT,
             DEFAULT_FAILED_JOBS_HISTORY_LIMIT,
+            MAX_HISTORY_LIMIT,
         )
         total = 0
         while True:

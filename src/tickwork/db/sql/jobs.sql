@@ -434,12 +434,28 @@ picked AS MATERIALIZED (
     WHERE p.generation = seen.generation
     FOR UPDATE OF p SKIP LOCKED
 ),
-kept AS (
-    SELECT s.namespace, s.name,
-           coalesce((s.spec ->> 'successfulJobsHistoryLimit')::int, %(succeeded)s) AS succeeded,
-           coalesce((s.spec ->> 'failedJobsHistoryLimit')::int, %(failed)s) AS failed
+limits AS (
+    SELECT s.namespace, s.name, s.spec -> 'successfulJobsHistoryLimit' AS succeeded,
+           s.spec -> 'failedJobsHistoryLimit' AS failed
     FROM picked
     JOIN tickwork.schedules s ON s.namespace = picked.namespace AND s.name = picked.name
+),
+kept AS (
+    -- A stored spec without a limit (synced before they existed) gets the default; one with
+    -- a value no sync writes (edited by hand: not a number within 0..%(max)s) keeps %(max)s,
+    -- so a damaged row never deletes more, nor stops the pass.
+    SELECT namespace, name,
+           CASE WHEN coalesce(jsonb_typeof(succeeded), 'null') = 'null' THEN %(succeeded)s
+                WHEN jsonb_typeof(succeeded) = 'number'
+                     AND succeeded::text::numeric BETWEEN 0 AND %(max)s
+                THEN floor(succeeded::text::numeric)::int
+                ELSE %(max)s END AS succeeded,
+           CASE WHEN coalesce(jsonb_typeof(failed), 'null') = 'null' THEN %(failed)s
+                WHEN jsonb_typeof(failed) = 'number'
+                     AND failed::text::numeric BETWEEN 0 AND %(max)s
+                THEN floor(failed::text::numeric)::int
+                ELSE %(max)s END AS failed
+    FROM limits
 ),
 doomed AS MATERIALIZED (
     SELECT k.namespace, k.name, d.id, false AS failed
