@@ -48,3 +48,9 @@ class JobNotFound(TickworkError):
 
 class InvalidTransition(TickworkError):
     """The job is not in a state that allows the requested change."""
+
+
+def summary(error: str | None) -> str:
+    """The last non-empty line of an error text (of a traceback: the exception itself)."""
+    lines = (error or "").strip().splitlines()
+    return lines[-1] if lines else ""

@@ -28,6 +28,7 @@ TINY = {
 """Sizes a benchmark of the README is run with here."""
 EXTRA = {
     "bench/admin.py": ["--jobs", "2000", "--schedules", "50"],
+    "bench/retention.py": ["--jobs", "2000", "--schedules", "50"],
     "bench/operator_sync.py": ["--status-interval", "0.5"],
     "bench/claim.py": ["--busy-jobs", "1000"],
     "bench/faults.py": ["--jobs", "200", "--workers", "2", "--cut-seconds", "3"],

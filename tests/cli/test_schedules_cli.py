@@ -239,6 +239,15 @@ BAD_MANIFESTS = {
         manifest("nightly", 'schedule: "0 2 * * *"\nshedule: x\njob: {kind: k}'),
         "bad.yaml: document 1: Schedule 'nightly': spec.shedule: unknown field",
     ),
+    "a history limit past its range": (
+        PING.replace("every: 30s", "every: 30s\n  successfulJobsHistoryLimit: 1001"),
+        "bad.yaml: document 1: Schedule 'ping': spec.successfulJobsHistoryLimit: "
+        "must be <= 1000, not 1001",
+    ),
+    "a negative history limit": (
+        PING.replace("every: 30s", "every: 30s\n  failedJobsHistoryLimit: -1"),
+        "bad.yaml: document 1: Schedule 'ping': spec.failedJobsHistoryLimit: must be >= 0, not -1",
+    ),
     "another namespace": (
         PING.replace("name: ping", "name: ping\n  namespace: shipping"),
         "bad.yaml: document 1: Schedule 'ping': belongs to namespace 'shipping', not 'billing'",
@@ -284,6 +293,16 @@ def test_schedules_json_has_the_contract_keys(database_url: str, tmp_path: Path)
         assert datetime.fromisoformat(row["next_run_at"]).utcoffset() is not None
     assert (rows[0]["schedule"], rows[0]["every"]) == ("0 2 * * *", None)
     assert (rows[1]["schedule"], rows[1]["every"]) == (None, "30s")
+
+    # The history limits retention applies: CronJob's defaults, or the spec's.
+    limits = [(r["successful_jobs_history_limit"], r["failed_jobs_history_limit"]) for r in rows]
+    assert limits == [(3, 1), (3, 1)]
+    limited = PING.replace("every: 30s", "every: 30s\n  successfulJobsHistoryLimit: 0")
+    limited = limited.replace("job:", "failedJobsHistoryLimit: 1000\n  job:")
+    sync(database_url, write(tmp_path / "c", {"ping.yaml": limited}), namespace="ops")
+    [ping] = schedules_json(database_url, "--namespace", "ops")
+    assert (ping["successful_jobs_history_limit"], ping["failed_jobs_history_limit"]) == (0, 1000)
+    assert ping["spec"]["successfulJobsHistoryLimit"] == 0
 
     assert [row["name"] for row in schedules_json(database_url, "--namespace", "ops")] == ["ping"]
     assert schedules_json(database_url, "--namespace", "nothing") == []

@@ -20,12 +20,14 @@ HERE = Path(__file__).parent
 
 class CutProxy:
     """An asyncio TCP proxy to ``host:port`` on a thread of its own; :meth:`cut` resets every
-    connection through it at once (a network drop mid-transaction). New connections work."""
+    connection through it at once (a network drop mid-transaction). New connections work,
+    unless :meth:`down` made the database unreachable through it (until :meth:`up`)."""
 
     def __init__(self, host: str, port: int) -> None:
         self.upstream = (host, port)
         self.cuts = 0
         self.port = 0
+        self.refusing = False
         self._open: set[asyncio.WriteTransport] = set()
         self._loop = asyncio.new_event_loop()
         ready = threading.Event()
@@ -43,6 +45,9 @@ class CutProxy:
         server.close()
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self.refusing:
+            writer.transport.abort()
+            return
         try:
             up_reader, up_writer = await asyncio.open_connection(*self.upstream)
         except OSError:
@@ -69,6 +74,14 @@ class CutProxy:
         cut_now = asyncio.run_coroutine_threadsafe(cut(), self._loop).result(10)
         self.cuts += 1
         return cut_now
+
+    def down(self) -> None:
+        """The database becomes unreachable: every connection is cut, new ones are reset."""
+        self.refusing = True
+        self.cut()
+
+    def up(self) -> None:
+        self.refusing = False
 
     def close(self) -> None:
         self.cut()

@@ -211,3 +211,18 @@ def test_the_console_lists_a_container_schedule_with_the_reserved_kind(
     op = admin_db.schedules(namespace=NS, after=None, limit=10, scope=None)
     kinds = {summary.name: summary.kind for summary in store.run(conn, op)}
     assert kinds == {"backup": container_jobs.KIND, "t": "s.job"}
+
+
+def test_the_schedules_history_limits_reach_the_container_payload() -> None:
+    """The worker prunes a schedule's Kubernetes Jobs by the limits its payload carries."""
+    definition = ScheduleDefinition(
+        name="backup",
+        job=JOB,
+        container=container(),
+        schedule="@daily",
+        successful_jobs_history_limit=0,
+        failed_jobs_history_limit=7,
+    )
+    job = policies.schedule_job(NS, definition, None, state=None)
+    read = ContainerJob.from_payload(job.payload)
+    assert (read.successful_jobs_history_limit, read.failed_jobs_history_limit) == (0, 7)

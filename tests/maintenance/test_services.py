@@ -37,6 +37,7 @@ def at(seconds: float) -> datetime:
         (retention.RetentionConfig, "interval"),
         (retention.RetentionConfig, "age_seconds"),
         (retention.RetentionConfig, "batch"),
+        (retention.RetentionConfig, "history_batch"),
         (leases.LeaseRecoveryConfig, "batch"),
         (workers.WorkerExpiryConfig, "ttl_seconds"),
         (gauges.GaugeSamplingConfig, "fresh_seconds"),

@@ -1,18 +1,29 @@
 """Run now from kubectl: ``kubectl annotate schedule NAME tickwork.io/run-now=TOKEN`` makes
 exactly one job per token through the real operator (kmock) and a real database, however often
 the annotation is seen: patched again and again, its answer lost from status, the operator
-restarted. The job is audited with the field manager ``managedFields`` names, and answered in
-``status.lastRunNow``; a Schedule that is invalid or loses a NameConflict gets a refusal, never
-a job, and a bad token is refused naming the annotation."""
+restarted, or seen while the operator cannot reach the database (it waits, and is answered once
+the database is back) and while its connections are cut again and again. The job is audited
+with the field manager ``managedFields`` names, and answered in ``status.lastRunNow``; a
+Schedule that is invalid or loses a NameConflict gets a refusal, never a job, and a bad token
+is refused naming the annotation."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import dict_row
 
-from tests.operator.harness import DEADLINE, Cluster, OperatorFactory
+from tests.db.fault_helpers import CutProxy
+from tests.operator.harness import (
+    DEADLINE,
+    Cluster,
+    OperatorFactory,
+    OperatorThread,
+    operator_config,
+)
 from tests.support.helpers import wait_until
 from tickwork.operator.run_now import ANNOTATION, MAX_TOKEN
 
@@ -214,3 +225,83 @@ async def test_the_loser_of_a_name_conflict_never_runs_the_winners_schedule(
     assert (await answered(cluster, "t1", namespace="team-z"))["jobId"] == (
         jobs(database_url, "shared")[0]["id"]
     )
+
+
+SLOW_COMMIT = """
+CREATE FUNCTION public.slow_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_sleep(1);
+    RETURN NULL;
+END $$;
+CREATE CONSTRAINT TRIGGER slow_commit AFTER INSERT ON tickwork.audit_log
+    DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION public.slow_commit();
+"""
+"""Every audit record's transaction takes a second to commit (the trigger is its last step)."""
+
+
+def committing(conn: psycopg.Connection[Any]) -> bool:
+    """A session of the database is inside SLOW_COMMIT's sleep."""
+    row = conn.execute(
+        "SELECT count(*) FROM pg_stat_activity"
+        " WHERE datname = current_database() AND wait_event = 'PgSleep'"
+    ).fetchone()
+    return bool(row and row[0])
+
+
+async def test_a_token_seen_while_the_database_is_down_makes_one_job_once_it_is_back(
+    cluster: Cluster, database_url: str
+) -> None:
+    """The operator reaches PostgreSQL through a TCP proxy that the test takes down: the token
+    annotated (and annotated again) meanwhile waits, with a Warning Event saying why, and once
+    the database is reachable again it makes exactly one job. A second token answered while
+    its connection is cut while its transaction commits makes one job too (a trigger whose answer
+    was lost with its connection is replayed by its request id, not repeated)."""
+    where = conninfo_to_dict(database_url)
+    proxy = CutProxy(str(where["host"]), int(str(where["port"])))
+    operator = OperatorThread(operator_config(make_conninfo(database_url, port=proxy.port)))
+    await operator.start()
+    try:
+        await cluster.create("nightly", SPEC)
+        await cluster.wait_ready("nightly", "Synced")
+
+        proxy.down()
+        await cluster.patch("nightly", annotate("t1"))
+        await wait_until(
+            lambda: any("'t1' waits" in m for m in run_now_events(cluster, "nightly")),
+            timeout=DEADLINE,
+            what="the token to wait for the database",
+        )
+        (waiting,) = run_now_events(cluster, "nightly")
+        assert "database unavailable" in waiting.lower(), waiting
+        await cluster.patch("nightly", annotate("t1"))  # annotated again while down
+        await cluster.wait_ready("nightly", "DatabaseUnavailable")
+        assert jobs(database_url) == [] and last_run_now(cluster) == {}
+
+        proxy.up()
+        answer = await answered(cluster, "t1")
+        (job,) = jobs(database_url)
+        assert answer["jobId"] == job["id"] and "message" not in answer
+        await lose_the_answer(cluster)
+        assert (await answered(cluster, "t1"))["jobId"] == job["id"]
+        assert [record["request_id"].split("/")[-1] for record in triggers(database_url)] == ["t1"]
+
+        # The answer lost: the trigger's transaction commits while its connection is cut
+        # (a deferred trigger holds the COMMIT a second; the cut comes meanwhile), so the
+        # operator sees an error although the job exists. Its retry finds the request id.
+        with psycopg.connect(database_url, autocommit=True) as conn:
+            conn.execute(SLOW_COMMIT)
+            await cluster.patch("nightly", annotate("t2"))
+            await wait_until(
+                lambda: committing(conn), timeout=DEADLINE, what="the trigger's COMMIT"
+            )
+            assert proxy.cut() >= 1
+            await wait_until(lambda: not committing(conn), timeout=DEADLINE, what="COMMIT done")
+        second = await answered(cluster, "t2")
+        # The operator did see the failure of that answer (and tried again).
+        assert any("'t2' waits" in m for m in run_now_events(cluster, "nightly"))
+        assert [j["id"] for j in jobs(database_url)] == [job["id"], second["jobId"]]
+        tokens = [record["request_id"].split("/")[-1] for record in triggers(database_url)]
+        assert tokens == ["t1", "t2"]
+    finally:
+        await asyncio.wait_for(operator.stop(), DEADLINE)
+        proxy.close()

@@ -120,28 +120,52 @@ def test_objects_are_kept_apart_and_a_recreated_one_starts_over() -> None:
     assert recorder.observe(other, "uid-2", created(6), at(300)) == []  # baseline again
 
 
+def test_a_dead_jobs_event_shows_the_exception_of_its_traceback() -> None:
+    """``last_error`` is a traceback (the worker's ``describe``): the Event shows its last
+    line, the exception, not the frames that lead to it."""
+    error = (
+        "Traceback (most recent call last):\n"
+        '  File "/app/tasks.py", line 3, in nightly\n'
+        "    raise RuntimeError('upstream said no')\n"
+        "RuntimeError: upstream said no\n"
+    )
+    before, after = Seen(0, 1, "running"), Seen(0, 1, "dead", attempt=2, error=error)
+    (failed,) = events.happenings(before, after)
+    assert failed.message == "Job 1 is dead after 2 attempts: RuntimeError: upstream said no"
+
+
 def test_a_long_error_is_cut() -> None:
     before, after = Seen(0, 1, "running"), Seen(0, 1, "dead", attempt=1, error="x" * 500)
     (failed,) = events.happenings(before, after)
     assert len(failed.message) < 260 and failed.message.endswith("…")
 
 
-def fleet(*workers: tuple[list[str], list[str]]) -> served.Fleet:
+def fleet(
+    *workers: tuple[list[str], list[str]] | tuple[list[str], list[str], list[str]],
+) -> served.Fleet:
+    """Live workers as (namespaces, kinds[, queues]); queues default to ``default``."""
     return served.Fleet.of(
-        LiveWorker(f"w{i}", namespaces, kinds) for i, (namespaces, kinds) in enumerate(workers)
+        LiveWorker(f"w{i}", worker[0], worker[1], worker[2] if len(worker) > 2 else ["default"])
+        for i, worker in enumerate(workers)
     )
 
 
 def test_served_needs_a_live_worker_offering_the_namespace_and_one_registering_the_kind() -> None:
-    nobody = served.served(fleet(), "team", "k", database_error=None)
+    nobody = served.served(fleet(), "team", "k", "default", database_error=None)
     assert (nobody.status, nobody.reason) == ("False", served.NO_WORKER)
     assert "'team'" in nobody.message and "live workers: 0" in nobody.message
 
-    elsewhere = served.served(fleet((["other"], ["k"])), "team", "k", database_error=None)
+    elsewhere = served.served(
+        fleet((["other"], ["k"])), "team", "k", "default", database_error=None
+    )
     assert (elsewhere.status, elsewhere.reason) == ("False", served.NO_WORKER)
 
     kindless = served.served(
-        fleet((["team"], ["a"]), (["team", "x"], ["b"])), "team", "k", database_error=None
+        fleet((["team"], ["a"]), (["team", "x"], ["b"])),
+        "team",
+        "k",
+        "default",
+        database_error=None,
     )
     assert (kindless.status, kindless.reason) == ("False", served.KIND_NOT_REGISTERED)
     assert kindless.message == (
@@ -151,17 +175,52 @@ def test_served_needs_a_live_worker_offering_the_namespace_and_one_registering_t
 
     # Firing and running may be different workers: a worker claims any namespace's jobs.
     split = served.served(
-        fleet((["team"], []), (["team"], []), ([], ["k"])), "team", "k", database_error=None
+        fleet((["team"], []), (["team"], []), ([], ["k"])),
+        "team",
+        "k",
+        "default",
+        database_error=None,
     )
     assert (split.status, split.reason) == ("True", served.WORKERS_AVAILABLE)
     assert split.message == (
-        "2 live workers offer schedule namespace 'team'; 1 live worker registers kind 'k'"
+        "2 live workers offer schedule namespace 'team'; 1 live worker registers kind 'k' "
+        "and serves queue 'default'"
     )
     # A worker listing a namespace twice counts once.
     assert (
         "1 live worker offers"
-        in served.served(fleet((["team", "team"], ["k"])), "team", "k", database_error=None).message
+        in served.served(
+            fleet((["team", "team"], ["k"])), "team", "k", "default", database_error=None
+        ).message
     )
+
+
+def test_served_needs_the_kind_and_the_queue_on_one_live_worker() -> None:
+    """A worker claims jobs of the kinds it registers from the queues it serves: a worker
+    serving the queue without the kind, beside one with the kind in other queues, claims
+    nothing of the schedule's."""
+    other_queue = fleet((["team"], ["k"], ["a", "b"]))
+    waiting = served.served(other_queue, "team", "k", "reports", database_error=None)
+    assert (waiting.status, waiting.reason) == ("False", served.QUEUE_NOT_SERVED)
+    assert waiting.message == (
+        "1 live worker registers kind 'k', but none of them serves queue 'reports' (a worker "
+        "claims from the queues of its --queues): its jobs wait unclaimed"
+    )
+    crossed = fleet((["team"], ["k"], ["default"]), ([], ["other"], ["reports"]))
+    assert served.served(crossed, "team", "k", "reports", database_error=None).reason == (
+        served.QUEUE_NOT_SERVED
+    )
+    both = fleet((["team"], ["k"], ["default"]), ([], ["k", "other"], ["reports", "x"]))
+    condition = served.served(both, "team", "k", "reports", database_error=None)
+    assert (condition.status, condition.reason) == ("True", served.WORKERS_AVAILABLE)
+    assert condition.message.endswith("1 live worker registers kind 'k' and serves queue 'reports'")
+    # Namespace and kind come first: no namespace is still NoWorker, no kind KindNotRegistered.
+    assert served.served(
+        fleet(([], ["k"], ["q"])), "team", "k", "r", database_error=None
+    ).reason == (served.NO_WORKER)
+    assert served.served(
+        fleet((["team"], [], ["r"])), "team", "k", "r", database_error=None
+    ).reason == (served.KIND_NOT_REGISTERED)
 
 
 @pytest.mark.parametrize(
@@ -175,7 +234,9 @@ def test_served_needs_a_live_worker_offering_the_namespace_and_one_registering_t
 def test_served_is_unknown_when_it_cannot_be_told(
     known: bool, kind: str | None, error: str | None, reason: str
 ) -> None:
-    condition = served.served(fleet() if known else None, "team", kind, database_error=error)
+    condition = served.served(
+        fleet() if known else None, "team", kind, "default", database_error=error
+    )
     assert (condition.status, condition.reason) == ("Unknown", reason)
 
 

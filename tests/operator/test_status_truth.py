@@ -2,9 +2,10 @@
 PostgreSQL. ``Served`` flips True→False→True→False as a real in-process ``Worker`` (tickwork's
 own, offering the namespace and registering the kind) starts and stops, and as worker rows
 written with the worker's own registration and heartbeat statements come, go stale or lack
-the kind; Warning Events say so. ``status.lastJob`` follows the last job (and keeps its id and
-outcome once retention deleted it); CronJob-like Events are posted, rate-limited, and a restart
-of the operator posts none for what happened before it."""
+the kind, or serve other queues than the job's; Warning Events say so. ``status.lastJob``
+follows the last job (and keeps its id and outcome once retention deleted it); CronJob-like
+Events are posted, rate-limited, and a restart of the operator posts none for what happened
+before it."""
 
 from __future__ import annotations
 
@@ -110,6 +111,7 @@ async def test_served_follows_the_live_workers_offering_the_namespace_and_kind(
         up = await wait_served(cluster, "served", "True", "WorkersAvailable")
         assert up["message"] == (
             "1 live worker offers schedule namespace 'ns'; 1 live worker registers kind 's.job'"
+            " and serves queue 'default'"
         )
         # READY stays about the sync.
         assert (cluster.ready("served") or {})["reason"] == "Synced"
@@ -128,6 +130,76 @@ async def test_served_follows_the_live_workers_offering_the_namespace_and_kind(
     assert "kind 's.job'" in kindless["message"]
     (warning,) = await wait_events(cluster, "served", "KindNotRegistered", 1)
     assert warning["type"] == "Warning"
+    app.close()
+
+
+async def test_served_needs_a_live_worker_claiming_from_the_jobs_queue(
+    cluster: Cluster, start_operator: OperatorFactory, database_url: str
+) -> None:
+    """A worker registering the kind but serving other queues never claims the schedule's
+    jobs: QueueNotServed with a Warning Event, until a worker serves that queue too."""
+    await start_operator(live_worker_seconds=60)
+    await cluster.create("queued", {"every": "1h", "job": {"kind": KIND, "queue": "reports"}})
+    await cluster.wait_ready("queued", "Synced")
+    await wait_served(cluster, "queued", "False", "NoWorker")
+
+    app = tickwork.App(database_url)
+
+    @app.task(KIND)
+    def job(job: tickwork.Job) -> None: ...
+
+    elsewhere = settings(database_url, name="w1", namespaces=("ns",), queues=("default",))
+    async with running(Worker(app, elsewhere)):
+        waiting = await wait_served(cluster, "queued", "False", "QueueNotServed")
+        assert waiting["message"].startswith(
+            "1 live worker registers kind 's.job', but none of them serves queue 'reports'"
+        )
+        (warning,) = await wait_events(cluster, "queued", "QueueNotServed", 1)
+        assert warning["type"] == "Warning" and "'reports'" in warning["message"]
+        both = settings(database_url, name="w2", namespaces=(), queues=("reports", "default"))
+        async with running(Worker(app, both)):
+            up = await wait_served(cluster, "queued", "True", "WorkersAvailable")
+            assert up["message"].endswith("registers kind 's.job' and serves queue 'reports'")
+        await wait_served(cluster, "queued", "False", "QueueNotServed")
+    app.close()
+
+
+async def test_a_dead_job_gets_a_warning_job_failed_event_rate_limited(
+    cluster: Cluster, start_operator: OperatorFactory, database_url: str
+) -> None:
+    """A job of the Schedule fails its only attempt in a real Worker: the operator posts a
+    Warning ``JobFailed`` naming the job, its attempts and its error; a second dead job
+    within the event window is held (one Event per reason per window)."""
+    await start_operator(event_window_seconds=3600)
+    await cluster.create("failing", {"every": "1h", "job": {"kind": KIND, "maxAttempts": 1}})
+    await cluster.wait_ready("failing", "Synced")
+    app = tickwork.App(database_url)
+
+    @app.task(KIND)
+    def job(job: tickwork.Job) -> None:
+        raise RuntimeError("upstream said no")
+
+    async with running(Worker(app, settings(database_url, namespaces=()))):
+        first = app.trigger("ns", "failing", actor="test")
+        (failed,) = await wait_events(cluster, "failing", "JobFailed", 1)
+        assert failed["type"] == "Warning"
+        assert failed["message"].startswith(f"Job {first} is dead after 1 attempts: ")
+        assert "RuntimeError" in failed["message"] and "upstream said no" in failed["message"]
+        await wait_until(
+            lambda: last_job(cluster, "failing").get("outcome") == "dead", what="lastJob dead"
+        )
+
+        second = app.trigger("ns", "failing", actor="test")
+        await wait_until(
+            lambda: (
+                last_job(cluster, "failing") == {**last_job(cluster, "failing"), "id": second}
+                and last_job(cluster, "failing").get("outcome") == "dead"
+            ),
+            timeout=DEADLINE,
+            what="the second job dead in lastJob",
+        )
+    # The round that showed the second dead job posted no second JobFailed: held.
+    assert len(events(cluster, "failing", "JobFailed")) == 1
     app.close()
 
 

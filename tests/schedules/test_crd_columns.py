@@ -206,7 +206,7 @@ def test_the_wide_columns_show_the_last_result_and_served() -> None:
         "default", "hello", JobId(40), JobStatus.DEAD, NOW, NOW, NOW + timedelta(seconds=2), 3, "x"
     )
     fleet = served.Fleet.of([])
-    nobody = served.served(fleet, "default", "k", database_error=None)
+    nobody = served.served(fleet, "default", "k", "default", database_error=None)
     cells = table(schedule(spec, row(spec), [], dead, nobody))
     assert (cells["Last Result"], cells["Served"]) == ("dead", "False")
     assert (cells["Ready"], cells["Reason"]) == ("True", "Synced")  # READY stays Ready's

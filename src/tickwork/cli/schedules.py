@@ -22,6 +22,7 @@ from tickwork.cli import common, output
 from tickwork.db.schedules import ScheduleRow
 from tickwork.errors import InvalidInput
 from tickwork.schedules import manifests, occurrences, tenancy
+from tickwork.schedules.definition import stored_history_limits
 from tickwork.schedules.sync import SyncReport
 from tickwork.settings import add_arguments
 from tickwork.settings.sync import SyncSettings
@@ -302,7 +303,9 @@ def list_schedules(args: argparse.Namespace, env: common.Env) -> int:
 
 
 def schedule_object(row: ScheduleRow) -> Mapping[str, Any]:
-    """A schedule as the ``-o json`` contract describes it."""
+    """A schedule as the ``-o json`` contract describes it; the history limits are those
+    retention applies (CronJob's defaults for a spec stored before they existed)."""
+    history = stored_history_limits(row.spec)
     return {
         "namespace": row.namespace,
         "name": row.name,
@@ -325,6 +328,8 @@ def schedule_object(row: ScheduleRow) -> Mapping[str, Any]:
         "firing_error": row.firing_error,
         "firing_failures": row.firing_failures,
         "firing_retry_at": output.iso(row.firing_retry_at),
+        "successful_jobs_history_limit": history.succeeded,
+        "failed_jobs_history_limit": history.failed,
     }
 
 

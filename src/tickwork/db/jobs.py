@@ -386,6 +386,39 @@ def delete_finished_jobs(age_seconds: float, limit: int, now: datetime | None) -
     return Op("job_delete_finished", {"age_seconds": age_seconds, "limit": limit, "now": now}, len)
 
 
+@dataclass(frozen=True)
+class HistoryTrim:
+    """What one statement of retention's history limits did."""
+
+    seen: int
+    """Queued schedules it looked at (at most the batch: fewer means the queue was empty)."""
+    picked: int
+    """Those it trimmed (the others: taken by another pass, or queued anew meanwhile)."""
+    capped: int
+    """Trimmed schedules that had more to delete than the cap, left queued."""
+    deleted: int
+    """Jobs deleted."""
+
+
+def trim_histories(
+    schedules: int, limit: int, default_succeeded: int, default_failed: int, maximum: int
+) -> Op[HistoryTrim]:
+    """Trim the histories of up to ``schedules`` queued schedules to their limits (a stored
+    spec without them: the defaults given; with a value outside 0..``maximum``: ``maximum``),
+    at most ``limit`` jobs per schedule and outcome."""
+    return Op(
+        "job_trim_histories",
+        {
+            "schedules": schedules,
+            "limit": limit,
+            "succeeded": default_succeeded,
+            "failed": default_failed,
+            "max": maximum,
+        },
+        lambda rows: HistoryTrim(**rows[0]),
+    )
+
+
 # --- the jobs of schedules ------------------------------------------------------------------
 
 

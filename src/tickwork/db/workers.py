@@ -84,10 +84,11 @@ class LiveWorker:
     name: str
     namespaces: list[str]
     kinds: list[str]
+    queues: list[str]
 
 
 def live_workers(ttl_seconds: float, now: datetime | None) -> Op[list[LiveWorker]]:
-    """Workers seen within ``ttl_seconds``: what each fires and runs."""
+    """Workers seen within ``ttl_seconds``: what each fires, runs and claims from."""
     return Op(
         "worker_live",
         {"ttl_seconds": ttl_seconds, "now": now},

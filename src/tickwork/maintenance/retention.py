@@ -1,4 +1,14 @@
-"""Retention: finished jobs older than the retention age are deleted in batches."""
+"""Retention: finished jobs older than the retention age are deleted in batches, and each
+schedule keeps only its newest finished jobs: ``successfulJobsHistoryLimit`` succeeded ones and
+``failedJobsHistoryLimit`` that did not succeed (dead or cancelled), as batch/v1 CronJob.
+
+The age rule applies to every finished job first. The history limits then apply to the
+schedules queued since the last pass (a job of theirs ended, or a sync changed their limits:
+``tickwork.schedule_history_pending``, filled by triggers), so a pass reads the histories of
+the schedules that changed, never every schedule's. Several passes may run at once: each takes
+its schedules with SKIP LOCKED, and ranks on one snapshot, so none deletes a job that has fewer
+than its limit of newer jobs of its outcome.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +18,11 @@ from datetime import datetime
 from tickwork.db import connections, store
 from tickwork.db import jobs as jobs_db
 from tickwork.maintenance.service import positive
+from tickwork.schedules.definition import (
+    DEFAULT_FAILED_JOBS_HISTORY_LIMIT,
+    DEFAULT_SUCCESSFUL_JOBS_HISTORY_LIMIT,
+)
+from tickwork.schedules.limits import MAX_HISTORY_LIMIT
 
 
 @dataclass(frozen=True)
@@ -17,10 +32,13 @@ class RetentionConfig:
     age_seconds: float = 7 * 86400.0
     """Finished jobs older than this are deleted (7 days)."""
     batch: int = 1000
-    """Jobs deleted per statement (one transaction each)."""
+    """Jobs deleted per statement (one transaction each); also the most jobs of one outcome
+    one statement deletes from one schedule's history."""
+    history_batch: int = 100
+    """Schedules whose history one statement trims."""
 
     def __post_init__(self) -> None:
-        positive(self, "interval", "age_seconds", "batch")
+        positive(self, "interval", "age_seconds", "batch", "history_batch")
 
 
 class Retention:
@@ -35,7 +53,10 @@ class Retention:
         return self.config.interval
 
     async def run_once(self, conn: connections.AsyncConnection, now: datetime | None) -> int:
-        """Delete batch after batch until none is left; returns the count."""
+        """Delete by age, then trim the queued schedules' histories; returns the count."""
+        return await self._by_age(conn, now) + await self._by_history(conn)
+
+    async def _by_age(self, conn: connections.AsyncConnection, now: datetime | None) -> int:
         age, batch = self.config.age_seconds, self.config.batch
         total = 0
         while True:
@@ -43,4 +64,21 @@ class Retention:
                 deleted = await store.arun(conn, jobs_db.delete_finished_jobs(age, batch, now))
             total += deleted
             if deleted < batch:
+                return total
+
+    async def _by_history(self, conn: connections.AsyncConnection) -> int:
+        op = jobs_db.trim_histories(
+            self.config.history_batch,
+            self.config.batch,
+            DEFAULT_SUCCESSFUL_JOBS_HISTORY_LIMIT,
+            DEFAULT_FAILED_JOBS_HISTORY_LIMIT,
+            MAX_HISTORY_LIMIT,
+        )
+        total = 0
+        while True:
+            async with conn.transaction():
+                trim = await store.arun(conn, op)
+            total += trim.deleted
+            # Done when the queue is empty, or another pass holds what is left.
+            if trim.picked == 0 or (trim.seen < self.config.history_batch and not trim.capped):
                 return total

@@ -19,6 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from tickwork.errors import summary
+
 SUCCESSFUL_CREATE = "SuccessfulCreate"
 SAW_COMPLETED_JOB = "SawCompletedJob"
 JOB_FAILED = "JobFailed"
@@ -26,6 +28,7 @@ SKIPPED_OCCURRENCES = "SkippedOccurrences"
 
 COMPLETED = frozenset({"succeeded", "cancelled"})
 FAILED = "dead"
+TRACEBACK = "Traceback (most recent call last):"
 ERROR_SHOWN = 200
 """At most this many characters of a dead job's last error go into its Event."""
 
@@ -207,5 +210,9 @@ def _time(value: datetime | None) -> str:
 
 
 def _shorten(text: str) -> str:
+    """A dead job's error for its Event on one line: of a traceback (what a worker records
+    for a task that raised), its last line, the exception."""
+    if text.lstrip().startswith(TRACEBACK):
+        text = summary(text)
     line = " ".join(text.split())
     return line if len(line) <= ERROR_SHOWN else line[: ERROR_SHOWN - 1] + "…"

@@ -14,7 +14,7 @@
   definition is disabled before the object goes.
 * ``report`` (timer): patches the status when it differs, posts a Warning Event when the
   Ready condition turns to a failure (InvalidSpec, SyncFailed) or Served turns False
-  (NoWorker, KindNotRegistered), and the rate-limited Events of
+  (NoWorker, KindNotRegistered, QueueNotServed), and the rate-limited Events of
   :mod:`tickwork.operator.events` (SuccessfulCreate, SawCompletedJob, ...); tries again a
   run-now token that had to wait (not synced yet, database unavailable).
 * startup/cleanup: the syncer and status loops; login: service account, else kubeconfig.
@@ -40,6 +40,7 @@ from tickwork import metrics
 from tickwork.clock import Clock, DatabaseClock
 from tickwork.db.schedules import ScheduleRow
 from tickwork.logs import fields
+from tickwork.model import DEFAULT_QUEUE
 from tickwork.operator import events, listing, run_now, served, status, tenants
 from tickwork.operator.board import Board
 from tickwork.operator.config import GROUP, PLURAL, VERSION, OperatorConfig
@@ -206,14 +207,17 @@ class Runtime:
             metrics.OPERATOR_SCHEDULES.labels(value).set(count)
 
     def served(self, entry: Entry, row: ScheduleRow | None) -> status.Ready:
-        """The Served condition: for the kind stored (what fires), else the spec's."""
+        """The Served condition: for the kind and queue stored (what fires), else the spec's."""
         stored = stored_kind(row.spec) if row is not None else None
+        job = (row.spec.get("job") or {}) if row is not None else {}
         definition = entry.translation.definition
         kind = stored or (definition.job.kind if definition is not None else None)
+        queue = job.get("queue") or (definition.job.queue if definition is not None else None)
         return served.served(
             self.board.fleet,
             entry.translation.namespace,
             kind,
+            queue or DEFAULT_QUEUE,
             database_error=self.board.error,
         )
 

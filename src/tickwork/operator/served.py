@@ -1,11 +1,14 @@
 """The ``Served`` condition (pure): whether the live workers fire a schedule's namespace and run
-its job kind, from one read of ``tickwork.workers`` per status round.
+its jobs (their kind, in their queue), from one read of ``tickwork.workers`` per status round.
 
-A worker fires only the schedule namespaces it offers (``--namespaces``) and claims only the
-kinds it registers, from whichever namespace, so the two may be different workers: ``True``
-(``WorkersAvailable``) when at least one live worker offers the namespace and at least one
-registers the kind; ``False`` with ``NoWorker`` (no live worker offers the namespace: nothing
-fires) or ``KindNotRegistered`` (it fires, but no live worker runs the kind: the jobs wait);
+A worker fires only the schedule namespaces it offers (``--namespaces``) and claims only jobs
+of the kinds it registers in the queues it serves (``--queues``), from whichever namespace, so
+the firing and the claiming worker may be different ones, but the kind and the queue must be
+one worker's: ``True`` (``WorkersAvailable``) when at least one live worker offers the
+namespace and at least one registers the kind and serves the queue; ``False`` with
+``NoWorker`` (no live worker offers the namespace: nothing fires), ``KindNotRegistered`` (it
+fires, but no live worker runs the kind: the jobs wait) or ``QueueNotServed`` (workers run the
+kind, but none of them claims from the job's queue: the jobs wait);
 ``Unknown`` with ``DatabaseUnavailable`` (the workers could not be read), ``Pending`` (not read
 yet) or ``NoDefinition`` (no valid spec and nothing stored: there is no kind to serve). Live
 means seen within the fleet's worker TTL, as the fleet gauges count them.
@@ -30,6 +33,7 @@ CONTAINER_HINT = (
 WORKERS_AVAILABLE = "WorkersAvailable"
 NO_WORKER = "NoWorker"
 KIND_NOT_REGISTERED = "KindNotRegistered"
+QUEUE_NOT_SERVED = "QueueNotServed"
 PENDING = "Pending"
 NO_DEFINITION = "NoDefinition"
 DATABASE_UNAVAILABLE = "DatabaseUnavailable"
@@ -44,6 +48,9 @@ class Offer(Protocol):
     @property
     def kinds(self) -> Sequence[str]: ...
 
+    @property
+    def queues(self) -> Sequence[str]: ...
+
 
 @dataclass(frozen=True)
 class Fleet:
@@ -54,24 +61,33 @@ class Fleet:
     """Schedule namespace -> live workers offering it."""
     running: Counter[str] = field(default_factory=Counter)
     """Kind -> live workers registering it."""
+    claiming: Counter[tuple[str, str]] = field(default_factory=Counter)
+    """(kind, queue) -> live workers registering the kind and serving the queue."""
 
     @classmethod
     def of(cls, workers: Iterable[Offer]) -> Fleet:
         firing: Counter[str] = Counter()
         running: Counter[str] = Counter()
+        claiming: Counter[tuple[str, str]] = Counter()
         live = 0
         for worker in workers:
             live += 1
             firing.update(set(worker.namespaces))
             running.update(set(worker.kinds))
-        return cls(live, firing, running)
+            claiming.update({(kind, queue) for kind in worker.kinds for queue in worker.queues})
+        return cls(live, firing, running, claiming)
 
 
 def served(
-    fleet: Fleet | None, namespace: str, kind: str | None, *, database_error: str | None
+    fleet: Fleet | None,
+    namespace: str,
+    kind: str | None,
+    queue: str,
+    *,
+    database_error: str | None,
 ) -> Ready:
     """The Served condition of a schedule of ``namespace`` whose jobs are of ``kind`` (None:
-    unknown), given the fleet last read (None: not read yet)."""
+    unknown) in ``queue``, given the fleet last read (None: not read yet)."""
     if database_error is not None:
         return Ready("Unknown", DATABASE_UNAVAILABLE, database_error)
     if fleet is None:
@@ -97,11 +113,21 @@ def served(
             f"the {fleet.live} live workers registers kind {kind!r}: its jobs wait unclaimed"
             + (CONTAINER_HINT if kind == container_jobs.KIND else ""),
         )
+    claiming = fleet.claiming[(kind, queue)]
+    if not claiming:
+        return Ready(
+            "False",
+            QUEUE_NOT_SERVED,
+            f"{_count(running, 'registers', 'register')} kind {kind!r}, but none of them "
+            f"serves queue {queue!r} (a worker claims from the queues of its --queues): its "
+            "jobs wait unclaimed",
+        )
     return Ready(
         "True",
         WORKERS_AVAILABLE,
         f"{_count(firing, 'offers', 'offer')} schedule namespace {namespace!r}; "
-        f"{_count(running, 'registers', 'register')} kind {kind!r}",
+        f"{_count(claiming, 'registers', 'register')} kind {kind!r} and "
+        f"{'serves' if claiming == 1 else 'serve'} queue {queue!r}",
     )
 
 

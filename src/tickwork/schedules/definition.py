@@ -75,6 +75,33 @@ def stored_pending_jobs_on_delete(spec: Mapping[str, Any]) -> PendingJobsOnDelet
     return PendingJobsOnDelete.CANCEL
 
 
+DEFAULT_SUCCESSFUL_JOBS_HISTORY_LIMIT = 3
+"""batch/v1 CronJob's default: the finished jobs of a schedule retention keeps that succeeded."""
+DEFAULT_FAILED_JOBS_HISTORY_LIMIT = 1
+"""batch/v1 CronJob's default: the finished jobs kept that did not succeed (dead or
+cancelled)."""
+
+
+@dataclass(frozen=True)
+class HistoryLimits:
+    """How many of a schedule's newest finished jobs retention keeps, per outcome."""
+
+    succeeded: int = DEFAULT_SUCCESSFUL_JOBS_HISTORY_LIMIT
+    failed: int = DEFAULT_FAILED_JOBS_HISTORY_LIMIT
+    """Dead and cancelled jobs together (neither succeeded)."""
+
+
+def stored_history_limits(spec: Mapping[str, Any]) -> HistoryLimits:
+    """The history limits of a stored spec; one stored before the fields existed has none
+    and gets CronJob's defaults."""
+    succeeded = spec.get("successfulJobsHistoryLimit")
+    failed = spec.get("failedJobsHistoryLimit")
+    return HistoryLimits(
+        DEFAULT_SUCCESSFUL_JOBS_HISTORY_LIMIT if succeeded is None else succeeded,
+        DEFAULT_FAILED_JOBS_HISTORY_LIMIT if failed is None else failed,
+    )
+
+
 class IntervalMode(enum.StrEnum):
     """``every`` counted from a fixed anchor, or from the end of the previous job."""
 
@@ -151,6 +178,10 @@ class ScheduleDefinition:
     jitter_seconds: int = 0
     pending_jobs_on_delete: PendingJobsOnDelete = PendingJobsOnDelete.CANCEL
     """When pruning disables the schedule: Cancel its pending jobs, or Keep them."""
+    successful_jobs_history_limit: int = DEFAULT_SUCCESSFUL_JOBS_HISTORY_LIMIT
+    """Retention keeps this many of the schedule's newest succeeded jobs, deletes older ones."""
+    failed_jobs_history_limit: int = DEFAULT_FAILED_JOBS_HISTORY_LIMIT
+    """Retention keeps this many of the newest jobs that ended dead or cancelled."""
 
     def validate(self, namespace: str) -> None:
         """Raise :class:`DefinitionError` for the first invalid value."""
@@ -178,6 +209,8 @@ class ScheduleDefinition:
             self._check("spec.startingDeadlineSeconds", self.starting_deadline_seconds)
         self._check("spec.catchUpLimit", self.catch_up_limit)
         self._check("spec.jitterSeconds", self.jitter_seconds)
+        self._check("spec.successfulJobsHistoryLimit", self.successful_jobs_history_limit)
+        self._check("spec.failedJobsHistoryLimit", self.failed_jobs_history_limit)
         if self.every is not None and self.jitter_seconds >= self.every.total_seconds():
             every = format_duration(self.every)
             fail("spec.jitterSeconds", f"must be less than spec.every ({every})")
@@ -223,6 +256,8 @@ class ScheduleDefinition:
         spec["catchUpLimit"] = self.catch_up_limit
         spec["jitterSeconds"] = self.jitter_seconds
         spec["pendingJobsOnDelete"] = str(self.pending_jobs_on_delete)
+        spec["successfulJobsHistoryLimit"] = self.successful_jobs_history_limit
+        spec["failedJobsHistoryLimit"] = self.failed_jobs_history_limit
         spec["job"] = _job_to_spec(self.job, container=self.container is not None)
         if self.container is not None:
             spec["jobTemplate"] = _copy_json(self.container.template)
@@ -269,6 +304,12 @@ class ScheduleDefinition:
             jitter_seconds=_or(fields.integer("jitterSeconds"), 0),
             pending_jobs_on_delete=fields.choice("pendingJobsOnDelete", PendingJobsOnDelete)
             or PendingJobsOnDelete.CANCEL,
+            successful_jobs_history_limit=_or(
+                fields.integer("successfulJobsHistoryLimit"), DEFAULT_SUCCESSFUL_JOBS_HISTORY_LIMIT
+            ),
+            failed_jobs_history_limit=_or(
+                fields.integer("failedJobsHistoryLimit"), DEFAULT_FAILED_JOBS_HISTORY_LIMIT
+            ),
         )
 
     def _validate_job(self) -> None:
@@ -648,6 +689,8 @@ _SPEC_FIELDS = frozenset(
         "catchUpLimit",
         "jitterSeconds",
         "pendingJobsOnDelete",
+        "successfulJobsHistoryLimit",
+        "failedJobsHistoryLimit",
         "job",
         "jobTemplate",
         TARGET_FIELD,

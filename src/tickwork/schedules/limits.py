@@ -26,6 +26,9 @@ year 9999 that no sum of now and such a duration overflows, and exact as a doubl
 MAX_EVERY = timedelta(seconds=MAX_DURATION_SECONDS)
 MAX_CATCH_UP = 1000
 """CatchUp fires at most this many missed occurrences (firing sizes its look-ahead by it)."""
+MAX_HISTORY_LIMIT = 1000
+"""The most finished jobs of one outcome a schedule keeps (``successfulJobsHistoryLimit``,
+``failedJobsHistoryLimit``): retention ranks that many per schedule it trims."""
 MAX_BACKOFF_RATE = 100
 """A rate above this reaches ``maxDelaySeconds`` by the second retry anyway."""
 
@@ -71,6 +74,8 @@ FIELDS: Mapping[str, Limit] = {
     "spec.startingDeadlineSeconds": Limit(minimum=1, maximum=MAX_INT),
     "spec.catchUpLimit": Limit(minimum=1, maximum=MAX_CATCH_UP),
     "spec.jitterSeconds": Limit(minimum=0, maximum=MAX_INT),
+    "spec.successfulJobsHistoryLimit": Limit(minimum=0, maximum=MAX_HISTORY_LIMIT),
+    "spec.failedJobsHistoryLimit": Limit(minimum=0, maximum=MAX_HISTORY_LIMIT),
     "spec.scheduleNamespace": Limit(min_length=1, max_length=MAX_NAME_LENGTH),
     "spec.job.kind": Limit(min_length=1, max_length=MAX_KIND_LENGTH),
     "spec.job.queue": Limit(min_length=1, max_length=MAX_QUEUE_LENGTH),

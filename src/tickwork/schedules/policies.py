@@ -169,6 +169,8 @@ def job_payload(namespace: str, definition: ScheduleDefinition, state: Any) -> A
             schedule=definition.name,
             template=container.template,
             owner_uid=container.owner_uid,
+            successful_jobs_history_limit=definition.successful_jobs_history_limit,
+            failed_jobs_history_limit=definition.failed_jobs_history_limit,
         ).to_payload()
     return definition.job.payload if state is None else state
 

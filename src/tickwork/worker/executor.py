@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tickwork import tracing
+from tickwork.errors import summary as summary
 from tickwork.model import Job
 from tickwork.tasks import Task
 
@@ -38,12 +39,6 @@ def describe(exc: BaseException) -> str:
     """One error text for ``last_error``: the exception and the innermost frames."""
     text = "".join(traceback.format_exception(exc, limit=-3)).strip()
     return text if len(text) <= _MAX_ERROR else text[-_MAX_ERROR:]
-
-
-def summary(error: str | None) -> str:
-    """The last non-empty line of an error text (of a traceback: the exception itself)."""
-    lines = (error or "").strip().splitlines()
-    return lines[-1] if lines else ""
 
 
 async def _call(job: Job, task: Task, threads: ThreadPoolExecutor) -> Any:

@@ -423,6 +423,103 @@ WITH old AS (
 DELETE FROM tickwork.jobs j USING old WHERE j.id = old.id
 RETURNING j.id;
 
+-- name: job_trim_histories
+-- Retention's history limits: for up to %(schedules)s queued schedules (those whose jobs ended,
+-- or whose limits changed, since they were last trimmed: schedule_history_pending), delete the
+-- finished jobs beyond the newest successfulJobsHistoryLimit succeeded ones and the newest
+-- failedJobsHistoryLimit dead or cancelled ones (newest: finished_at, then id), at most
+-- %(limit)s of each outcome per schedule. Each schedule's history is one backward range of
+-- jobs_schedule_history_idx per outcome (the failed one sorted: two statuses).
+-- A queued row is taken (locked, SKIP LOCKED: two passes never trim one schedule at once)
+-- only at the generation this statement's snapshot saw, so a job that ended after that
+-- snapshot leaves its schedule queued; it is dequeued unless the cap was reached (then the
+-- next statement trims further). A job locked by someone else, or no longer finished, is
+-- left alone. A queued schedule that no longer exists is dequeued.
+WITH seen AS (
+    SELECT namespace, name, generation
+    FROM tickwork.schedule_history_pending
+    ORDER BY namespace, name
+    LIMIT %(schedules)s
+),
+picked AS MATERIALIZED (
+    SELECT p.namespace, p.name
+    FROM tickwork.schedule_history_pending p
+    JOIN seen ON seen.namespace = p.namespace AND seen.name = p.name
+    WHERE p.generation = seen.generation
+    FOR UPDATE OF p SKIP LOCKED
+),
+limits AS (
+    SELECT s.namespace, s.name, s.spec -> 'successfulJobsHistoryLimit' AS succeeded,
+           s.spec -> 'failedJobsHistoryLimit' AS failed
+    FROM picked
+    JOIN tickwork.schedules s ON s.namespace = picked.namespace AND s.name = picked.name
+),
+kept AS (
+    -- A stored spec without a limit (synced before they existed) gets the default; one with
+    -- a value no sync writes (edited by hand: not a number within 0..%(max)s) keeps %(max)s,
+    -- so a damaged row never deletes more, nor stops the pass.
+    SELECT namespace, name,
+           CASE WHEN coalesce(jsonb_typeof(succeeded), 'null') = 'null' THEN %(succeeded)s
+                WHEN jsonb_typeof(succeeded) = 'number'
+                     AND succeeded::text::numeric BETWEEN 0 AND %(max)s
+                THEN floor(succeeded::text::numeric)::int
+                ELSE %(max)s END AS succeeded,
+           CASE WHEN coalesce(jsonb_typeof(failed), 'null') = 'null' THEN %(failed)s
+                WHEN jsonb_typeof(failed) = 'number'
+                     AND failed::text::numeric BETWEEN 0 AND %(max)s
+                THEN floor(failed::text::numeric)::int
+                ELSE %(max)s END AS failed
+    FROM limits
+),
+doomed AS MATERIALIZED (
+    SELECT k.namespace, k.name, d.id, false AS failed
+    FROM kept k
+    CROSS JOIN LATERAL (
+        SELECT j.id FROM tickwork.jobs j
+        WHERE j.schedule_namespace = k.namespace AND j.schedule_name = k.name
+          AND j.status = 'succeeded'
+        ORDER BY j.finished_at DESC, j.id DESC
+        OFFSET k.succeeded LIMIT %(limit)s
+    ) d
+    UNION ALL
+    SELECT k.namespace, k.name, d.id, true AS failed
+    FROM kept k
+    CROSS JOIN LATERAL (
+        SELECT j.id FROM tickwork.jobs j
+        WHERE j.schedule_namespace = k.namespace AND j.schedule_name = k.name
+          AND j.status IN ('dead', 'cancelled')
+        ORDER BY j.finished_at DESC, j.id DESC
+        OFFSET k.failed LIMIT %(limit)s
+    ) d
+),
+capped AS (
+    SELECT DISTINCT namespace, name
+    FROM (SELECT namespace, name FROM doomed
+          GROUP BY namespace, name, failed
+          HAVING count(*) >= %(limit)s) c
+),
+locked AS (
+    SELECT j.id
+    FROM tickwork.jobs j
+    JOIN doomed ON doomed.id = j.id
+    WHERE j.status IN ('succeeded', 'dead', 'cancelled')
+    FOR UPDATE OF j SKIP LOCKED
+),
+deleted AS (
+    DELETE FROM tickwork.jobs j USING locked WHERE j.id = locked.id
+    RETURNING j.id
+),
+dequeued AS (
+    DELETE FROM tickwork.schedule_history_pending p
+    USING picked
+    WHERE p.namespace = picked.namespace AND p.name = picked.name
+      AND NOT EXISTS (SELECT FROM capped c WHERE c.namespace = p.namespace AND c.name = p.name)
+)
+SELECT (SELECT count(*) FROM seen) AS seen,
+       (SELECT count(*) FROM picked) AS picked,
+       (SELECT count(*) FROM capped) AS capped,
+       (SELECT count(*) FROM deleted) AS deleted;
+
 -- name: job_open_per_schedule
 -- Overlap policies: the pending and running jobs of some schedules.
 SELECT j.schedule_namespace, j.schedule_name,

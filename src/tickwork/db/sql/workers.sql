@@ -36,8 +36,8 @@ WHERE last_seen_at >= coalesce(%(now)s, now()) - make_interval(secs => %(ttl_sec
 
 -- name: worker_live
 -- Live workers (seen within %(ttl_seconds)s, the rule of the fleet gauges): the schedule
--- namespaces each fires and the kinds it runs.
-SELECT name, namespaces, kinds
+-- namespaces each fires, the kinds it runs and the queues it claims from.
+SELECT name, namespaces, kinds, queues
 FROM tickwork.workers
 WHERE last_seen_at >= coalesce(%(now)s, now()) - make_interval(secs => %(ttl_seconds)s)
 ORDER BY name;
