@@ -47,7 +47,7 @@ from tickwork.maintenance import duties, firing
 from tickwork.maintenance.service import Service
 from tickwork.model import Job, JobId
 from tickwork.settings import WorkerSettings
-from tickwork.worker import deaths, executor
+from tickwork.worker import deaths, executor, prefetch
 from tickwork.worker.held import Held, HeldJobs, job_fields
 from tickwork.worker.liveness import Liveness
 from tickwork.worker.outcomes import Outcomes, after_error
@@ -83,7 +83,8 @@ class Worker:
         self._max_attempts = {kind: task.max_attempts for kind, task in app.registry.items()}
         self.queues = list(settings.queues) or sorted({"default", *app.registry.queues()})
         self._extra_loops = extra_loops
-        self._capacity = settings.concurrency + settings.effective_prefetch
+        self.estimates = prefetch.Estimates()
+        """Claim round trip and time per job, measured: how many jobs to hold ahead."""
         self._buffer: asyncio.Queue[Job | None] = asyncio.Queue()
         self._room = asyncio.Event()
         self._held = HeldJobs(self._room)
@@ -127,6 +128,13 @@ class Worker:
     def pool(self) -> Pool:
         assert self._pool is not None, "worker not started"
         return self._pool
+
+    def jobs_ahead(self) -> int:
+        """Jobs to hold beyond the free slots now: ``--prefetch`` when given, otherwise
+        adapted to the measured claim round trip and time per job (:mod:`.prefetch`)."""
+        if self.settings.prefetch is not None:
+            return self.settings.prefetch
+        return self.estimates.ahead(self.settings.concurrency, self.settings.claim_batch)
 
     def stop(self) -> None:
         """Begin a graceful shutdown (safe to call from a signal handler on the loop)."""
@@ -316,10 +324,11 @@ class Worker:
     async def _claimer(self) -> None:
         if not self.kinds:
             return  # a worker that only fires schedules claims nothing
-        low_water = max(1, min(self.settings.claim_batch, self._capacity // 2))
         outage = connections.Outage("claiming jobs", log, "claim_failed")
         while True:
-            room = self._capacity - len(self._held)
+            capacity = self.settings.concurrency + self.jobs_ahead()
+            low_water = max(1, min(self.settings.claim_batch, capacity // 2))
+            room = capacity - len(self._held)
             if room < low_water and not (room > 0 and self._buffer.empty()):
                 self._room.clear()
                 await self._room.wait()
@@ -329,7 +338,9 @@ class Worker:
             try:
                 if outage.attempts:  # the failed claim may have committed: adopt what it took
                     await self._adopt()
+                began = time.perf_counter()
                 got = await self.claim_once(asked)
+                self.estimates.claimed(time.perf_counter() - began)
             except Exception as exc:
                 await after_error(self.pool, exc, outage)
                 continue
@@ -407,8 +418,10 @@ class Worker:
             if self._held.lost(job.id):
                 self._held.forget(job.id)
                 continue
+            began = time.perf_counter()
             try:
                 await self._run_job(job)
+                self.estimates.ran(time.perf_counter() - began)
             except Exception as exc:
                 # Not written (a lost connection is retried until a shutdown's grace is over):
                 # the lease runs out and the job runs again.
