@@ -2,8 +2,8 @@
 requirements.txt installs pgqueuer): install its schema, enqueue no-op jobs, or drain them.
 
     python pgqueuer_noop.py install URL
-    python pgqueuer_noop.py enqueue URL JOBS
-    python pgqueuer_noop.py consume URL BATCH     # until the queue is empty (drain mode)
+    python pgqueuer_noop.py enqueue URL JOBS      # in one transaction
+    python pgqueuer_noop.py consume URL BATCH     # prints "ready" once listening; until SIGTERM
 
 A consumer is pgqueuer's QueueManager on one asyncpg connection (as its quick start does),
 with a no-op entrypoint and ``batch_size=BATCH``; everything else is pgqueuer's default.
@@ -12,7 +12,9 @@ with a no-op entrypoint and ``batch_size=BATCH``; everything else is pgqueuer's 
 from __future__ import annotations
 
 import asyncio
+import signal
 import sys
+from datetime import timedelta
 
 import asyncpg
 from pgqueuer.db import AsyncpgDriver
@@ -37,9 +39,10 @@ async def enqueue(url: str, jobs: int) -> None:
     connection = await asyncpg.connect(url)
     try:
         queries = Queries(AsyncpgDriver(connection))
-        for offset in range(0, jobs, CHUNK):
-            n = min(CHUNK, jobs - offset)
-            await queries.enqueue([ENTRYPOINT] * n, [None] * n, [0] * n)
+        async with connection.transaction():
+            for offset in range(0, jobs, CHUNK):
+                n = min(CHUNK, jobs - offset)
+                await queries.enqueue([ENTRYPOINT] * n, [None] * n, [0] * n)
     finally:
         await connection.close()
 
@@ -52,7 +55,16 @@ async def consume(url: str, batch: int) -> None:
     async def noop(job: Job) -> None:
         return None
 
-    await qm.run(batch_size=batch, mode=QueueExecutionMode.drain)
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, qm.shutdown.set)
+    run = asyncio.create_task(qm.run(batch_size=batch, mode=QueueExecutionMode.continuous))
+    while not run.done():
+        try:
+            await qm.listener_healthy(timeout=timedelta(seconds=1))
+        except Exception:  # not listening yet
+            continue
+        print("ready", flush=True)
+        break
+    await run
 
 
 def main() -> None:

@@ -134,7 +134,7 @@ class Worker:
         adapted to the measured claim round trip and time per job (:mod:`.prefetch`)."""
         if self.settings.prefetch is not None:
             return self.settings.prefetch
-        return self.estimates.ahead(self.settings.concurrency, self.settings.claim_batch)
+        return self.estimates.ahead(self.settings.concurrency, 2 * self.settings.claim_batch)
 
     def stop(self) -> None:
         """Begin a graceful shutdown (safe to call from a signal handler on the loop)."""
@@ -328,7 +328,7 @@ class Worker:
         while True:
             capacity = self.settings.concurrency + self.jobs_ahead()
             low_water = max(1, min(self.settings.claim_batch, capacity // 2))
-            room = capacity - len(self._held)
+            room = capacity - self._held.unfinished
             if room < low_water and not (room > 0 and self._buffer.empty()):
                 self._room.clear()
                 await self._room.wait()
@@ -421,7 +421,6 @@ class Worker:
             began = time.perf_counter()
             try:
                 await self._run_job(job)
-                self.estimates.ran(time.perf_counter() - began)
             except Exception as exc:
                 # Not written (a lost connection is retried until a shutdown's grace is over):
                 # the lease runs out and the job runs again.
@@ -432,6 +431,11 @@ class Worker:
                     extra=job_fields("outcome_failed", job),
                 )
                 self._held.forget(job.id)
+            # Let the claimer, the completer and the other slots have their turn: a task that
+            # never awaits (a no-op) would otherwise run the whole buffer before the next claim
+            # is even sent, and claims would never overlap the work.
+            await asyncio.sleep(0)
+            self.estimates.ran(time.perf_counter() - began)
 
     async def _run_job(self, job: Job) -> None:
         task = self.app.registry.get(job.kind)
@@ -474,6 +478,7 @@ class Worker:
         if isinstance(outcome, executor.Succeeded):
             if job.schedule is not None and outcome.result is not None:
                 self._carry(held, outcome.result)
+            self._held.finish(job.id)
             self.outcomes.succeeded(job)
         else:
             await self.outcomes.failed(job, outcome)
