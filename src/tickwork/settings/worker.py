@@ -105,7 +105,7 @@ class WorkerSettings:
         checks=[positive],
     )
     claim_batch: int = setting(
-        "most jobs claimed by one statement, and most jobs held ahead of free slots",
+        "most jobs claimed by one statement",
         group=WORKER,
         default=500,
         checks=[at_least(1)],
@@ -115,8 +115,8 @@ class WorkerSettings:
         group=WORKER,
         default=None,
         default_doc="adaptive: twice what the slots start during one claim round trip "
-        "(2 × concurrency × claim time ÷ time per job), none for jobs much slower than a "
-        "claim, at most --claim-batch",
+        "(2 * concurrency * claim time / time per job), at most 2 * --claim-batch; none "
+        "for jobs much slower than a claim, nor before the first jobs have run",
         checks=[at_least(0)],
     )
     shutdown_grace_seconds: float = setting(

@@ -2,20 +2,22 @@
 
 A worker's slots start jobs at about ``concurrency / seconds a slot spends per job``. While a
 claim is in flight (its round trip), the slots keep starting the jobs already held; to never
-run dry they need about that rate × the round trip in hand, and twice that absorbs the
+run dry they need about that rate * the round trip in hand, and twice that absorbs the
 jitter of both. So:
 
-    ahead = ⌊2 × concurrency × claim round trip / seconds per job⌋, at most ``most``
+    ahead = floor(2 * concurrency * claim round trip / seconds per job), at most ``most``
 
-Fast jobs (a no-op takes microseconds, a claim milliseconds) get up to ``most``
-(``--claim-batch``) ahead, and each claim fetches hundreds. Slow jobs (a second each against
-a claim of a few milliseconds) get none ahead: the worker claims only for its free slots and
-leaves the rest to idle replicas. Before anything has been measured, none ahead either: a
-worker that has not run a job yet never hoards.
+Fast jobs (a no-op takes microseconds, a claim milliseconds) get up to ``most`` ahead (the
+worker passes twice ``--claim-batch``: a full claim in hand while the next is in flight).
+Slow jobs (a second each against a claim of a few milliseconds) get none ahead: the worker
+claims only for its free slots and leaves the rest to idle replicas. Before anything has been
+measured, none ahead either: a worker that has not run a job yet never hoards.
 
 :class:`Estimates` keeps the two measurements. The time per job rises quickly and falls
 gradually, so a switch to slow jobs stops the prefetch once the first slow ones finish, and
-a few fast jobs among slow ones do not bring it back.
+a few fast jobs among slow ones do not bring it back. When the worker runs dry (a claim finds
+nothing and nothing is held) the time per job is forgotten: the next burst may be of slow
+jobs, and its first claim takes only what the free slots can start.
 """
 
 from __future__ import annotations
@@ -35,12 +37,14 @@ def jobs_ahead(
     concurrency: int, seconds_per_job: float | None, claim_seconds: float | None, most: int
 ) -> int:
     """Jobs to hold beyond the free slots; ``None`` measurements (nothing measured yet): 0."""
-    if seconds_per_job is None or claim_seconds is None or most <= 0:
+    if seconds_per_job is None or claim_seconds is None or most <= 0 or concurrency <= 0:
+        return 0
+    if math.isnan(seconds_per_job) or math.isnan(claim_seconds):
         return 0
     if seconds_per_job <= 0:
         return most
     wanted = 2.0 * concurrency * claim_seconds / seconds_per_job
-    return most if wanted >= most or math.isnan(wanted) else int(wanted)
+    return most if wanted >= most else max(0, int(wanted))
 
 
 @dataclass
@@ -67,6 +71,10 @@ class Estimates:
         else:
             weight = _RISING_WEIGHT if seconds > self.seconds_per_job else _FALLING_WEIGHT
             self.seconds_per_job += weight * (seconds - self.seconds_per_job)
+
+    def idle(self) -> None:
+        """The worker ran dry: what its next jobs take is not known."""
+        self.seconds_per_job = None
 
     def ahead(self, concurrency: int, most: int) -> int:
         return jobs_ahead(concurrency, self.seconds_per_job, self.claim_seconds, most)

@@ -347,6 +347,8 @@ class Worker:
             outage.recovered()
             if not got:  # a short batch may have left a job behind a key it took: claim again
                 await sleep(self.settings.poll_seconds, self._wake)
+                if not self._held.unfinished:  # ran dry: the next jobs may be slow ones
+                    self.estimates.idle()
 
     async def _adopt(self) -> None:
         async with self.pool.connection() as conn:
