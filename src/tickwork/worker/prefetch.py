@@ -50,7 +50,7 @@ def jobs_ahead(
 @dataclass
 class Estimates:
     """Moving averages of a worker's claim round trip and of the time a slot spends per job
-    (its task, its outcome, and its share of the event loop)."""
+    (its task and its outcome, with whatever other slots ran while it waited)."""
 
     claim_seconds: float | None = None
     seconds_per_job: float | None = None

@@ -58,6 +58,8 @@ Pool = connections.AsyncPool
 Loop = Callable[["Worker"], Coroutine[Any, Any, None]]
 
 _SHUTDOWN_ERROR = "interrupted: the worker shut down before the job finished"
+_TURN_SECONDS = 0.001
+"""A slot running jobs that never wait yields to the loop after this long."""
 CANCEL_CHANNEL = "tickwork_cancel"
 """Notified with a job's id when it is asked to stop (trigger jobs_notify_cancel_requested)."""
 
@@ -413,6 +415,7 @@ class Worker:
     # --- running -----------------------------------------------------------------------
 
     async def _slot(self) -> None:
+        turn = time.perf_counter()
         while True:
             job = await self._buffer.get()
             if job is None:
@@ -433,11 +436,14 @@ class Worker:
                     extra=job_fields("outcome_failed", job),
                 )
                 self._held.forget(job.id)
-            # Let the claimer, the completer and the other slots have their turn: a task that
-            # never awaits (a no-op) would otherwise run the whole buffer before the next claim
-            # is even sent, and claims would never overlap the work.
-            await asyncio.sleep(0)
-            self.estimates.ran(time.perf_counter() - began)
+            ended = time.perf_counter()
+            self.estimates.ran(ended - began)
+            # Let the claimer, the completer and the other slots have their turn every
+            # millisecond: a task that never awaits (a no-op) would otherwise run the whole
+            # buffer before the next claim is even sent, and claims would never overlap work.
+            if ended - turn >= _TURN_SECONDS:
+                await asyncio.sleep(0)
+                turn = time.perf_counter()
 
     async def _run_job(self, job: Job) -> None:
         task = self.app.registry.get(job.kind)
