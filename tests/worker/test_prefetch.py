@@ -1,10 +1,13 @@
 """How many jobs a worker holds ahead of its free slots (tickwork.worker.prefetch), pure: fast
 jobs get a deep prefetch, slow ones none, nothing measured none; the bounds and the direction
-of every input checked on generated values; and the worker's use of it."""
+of every input checked on generated values; the worker's use of it, and the held jobs'
+count of room (a finished job waiting for its write takes none)."""
 
 from __future__ import annotations
 
+import asyncio
 import math
+from datetime import UTC, datetime
 
 import pytest
 from hypothesis import given
@@ -12,8 +15,26 @@ from hypothesis import strategies as st
 
 import tickwork
 from tests.support.helpers import settings
+from tickwork.model import Job, JobId, JobStatus
+from tickwork.worker.held import HeldJobs
 from tickwork.worker.prefetch import Estimates, jobs_ahead
 from tickwork.worker.runner import Worker
+
+
+def _job(n: int) -> Job:
+    return Job(
+        id=JobId(n),
+        kind="k",
+        queue="default",
+        payload={},
+        priority=0,
+        run_at=datetime(2026, 1, 1, tzinfo=UTC),
+        status=JobStatus.RUNNING,
+        attempt=1,
+        max_attempts=3,
+        version=1,
+    )
+
 
 seconds = st.floats(min_value=0.0, max_value=3600.0, allow_nan=False)
 concurrency = st.integers(min_value=1, max_value=10_000)
@@ -130,3 +151,22 @@ def test_the_worker_takes_a_given_prefetch_and_adapts_without_one() -> None:
     fixed.estimates.ran(50e-6)
     assert fixed.jobs_ahead() == 3
     assert Worker(app, settings(url, prefetch=0)).jobs_ahead() == 0
+
+
+async def test_a_finished_job_frees_room_once_and_is_counted_until_forgotten() -> None:
+    room = asyncio.Event()
+    held = HeldJobs(room)
+    jobs = [_job(i) for i in range(3)]
+    for job in jobs:
+        held.hold(job)
+    assert (len(held), held.unfinished) == (3, 3)
+    held.finish(jobs[0].id)
+    assert room.is_set(), "a finished task makes room for the next claim"
+    held.finish(jobs[0].id)  # twice: counted once
+    assert (len(held), held.unfinished) == (3, 2)
+    held.forget(jobs[0].id)  # its outcome written
+    held.forget(jobs[1].id)  # dropped unfinished (lost, failed)
+    held.forget(jobs[1].id)  # twice: nothing more
+    assert (len(held), held.unfinished) == (1, 1)
+    held.finish(JobId(99))  # not held: nothing counted
+    assert (len(held), held.unfinished) == (1, 1)

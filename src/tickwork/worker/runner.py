@@ -330,7 +330,9 @@ class Worker:
         while True:
             capacity = self.settings.concurrency + self.jobs_ahead()
             low_water = max(1, min(self.settings.claim_batch, capacity // 2))
-            room = capacity - self._held.unfinished
+            # Successes waiting for their batched write take no room (the claim overlaps the
+            # write), up to as many again as the capacity: a stalled write stops the claims.
+            room = min(capacity - self._held.unfinished, 2 * capacity - len(self._held))
             if room < low_water and not (room > 0 and self._buffer.empty()):
                 self._room.clear()
                 await self._room.wait()
