@@ -16,8 +16,9 @@ the same number of consumer processes (--processes, default 2):
   process gets its own HTTP port through TICKWORK_HTTP_PORT only because two processes on one
   host cannot both listen on the default 9090 (in Kubernetes each pod has its own).
 
-Each round: the queue emptied, the consumers started and ready (listening), then --jobs no-op
-jobs enqueued in one transaction, so they all appear at once. The drain rate is jobs / (last
+Each round: the queue emptied (then vacuumed and analysed, as autovacuum keeps a running
+system's tables), the consumers started and ready (listening), then --jobs no-op jobs
+enqueued in one transaction, so they all appear at once. The drain rate is jobs / (last
 success - first claim), read from each system's own records in the database (tickwork's
 started_at and finished_at; pgqueuer's log of picked and successful jobs). Prints each one's
 rate, the CPU time per job of its consumers and of the PostgreSQL server while it drained
@@ -122,6 +123,16 @@ def _server_cpu(url: str) -> float | None:
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
+def _empty(url: str, *tables: str) -> None:
+    """Empty ``tables`` and have them vacuumed and analysed (empty), as autovacuum leaves the
+    tables of a running system: the planner then knows their size instead of guessing it for
+    a table never analysed (which gives both systems other plans)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"TRUNCATE {', '.join(tables)}")
+        for table in tables:
+            conn.execute(f"VACUUM ANALYZE {table}")
+
+
 def _wait(url: str, done: str, processes: list[subprocess.Popen[bytes]]) -> None:
     """Until the query ``done`` answers true; a consumer that exits meanwhile fails the run."""
     deadline = time.monotonic() + DRAIN_TIMEOUT
@@ -179,8 +190,7 @@ def _stop(processes: list[subprocess.Popen[bytes]]) -> None:
 
 def pgqueuer(python: Path, url: str, jobs: int, processes: int, batch: int) -> Result:
     dsn = _url(url)
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("TRUNCATE pgqueuer, pgqueuer_log")
+    _empty(url, "pgqueuer", "pgqueuer_log")
     argv = [python, PGQUEUER, "consume", dsn, str(batch)]
     consumers = [subprocess.Popen(argv, stdout=subprocess.PIPE) for _ in range(processes)]
     try:
@@ -204,8 +214,7 @@ def pgqueuer(python: Path, url: str, jobs: int, processes: int, batch: int) -> R
 
 
 def tickwork_defaults(url: str, jobs: int, processes: int, logs: Path) -> Result:
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("TRUNCATE tickwork.jobs, tickwork.workers")
+    _empty(url, "tickwork.jobs", "tickwork.workers")
     env = {k: v for k, v in os.environ.items() if not k.startswith("TICKWORK_")}
     workers = []
     for i in range(processes):
