@@ -17,7 +17,9 @@ package; spans go wherever the application's tracer provider sends them).
 
 Without the package every hook is a no-op: nothing imported, nothing serialized, nothing
 stored. With the API but no SDK (no tracer provider configured), no span context is valid, so
-:func:`capture` stores nothing either, and the spans are the API's non-recording ones.
+:func:`capture` stores nothing either, and an attempt of a job that carries no trace context
+opens no span (the API's would record nothing and carry nothing: a worker's per-job cost);
+one that carries a context runs in the API's non-recording span, which propagates it.
 """
 
 from __future__ import annotations
@@ -124,6 +126,11 @@ def _tracer() -> trace.Tracer:
     return _tracer_of[0][1]
 
 
+def _no_provider() -> bool:
+    """No tracer provider is configured: spans record nothing."""
+    return isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+
+
 def capture() -> TraceContext | None:
     """The current trace context to store with a new job; None when tracing is off or no
     valid span is current (nothing to link to, nothing written)."""
@@ -136,7 +143,7 @@ def capture() -> TraceContext | None:
 
 def execution(job: Job) -> Span:
     """The span of one attempt of ``job`` (enter it around the task)."""
-    if not AVAILABLE:
+    if not AVAILABLE or (job.trace_context is None and _no_provider()):
         return OFF
     root = otel_context.Context()  # never the worker's own context: the job's, or none
     parent = root if job.trace_context is None else propagate.extract(job.trace_context, root)

@@ -228,3 +228,42 @@ def test_pruning_while_processes_claim_each_job_runs_once_or_is_cancelled(
     assert max(executions.values()) == 1, "no job ran twice"
     assert report.cancelled == {"backlog": len(cancelled)}
     assert succeeded and cancelled, "the prune landed mid-drain"
+
+
+def _picked_by(conn: psycopg.Connection, ids: list[int]) -> Counter[str]:
+    rows = conn.execute("SELECT picked_by FROM tickwork.jobs WHERE id = ANY(%s)", (ids,))
+    return Counter(str(row[0]) for row in rows)
+
+
+def test_three_default_workers_share_one_second_jobs_none_hoards(
+    database_url: str, conn: psycopg.Connection, tmp_path: Path, start_worker: Start
+) -> None:
+    """Default settings (concurrency 10, adaptive prefetch): 30 one-second jobs enqueued at
+    once run on all three workers, about 10 each. Before it, a burst of no-op jobs gives the
+    workers a deep prefetch (fast jobs), which must not make the first claimer of the slow
+    burst take it all: a worker that ran dry measures afresh. (The old default, as many
+    ahead as concurrency, let the first claimer take 20 and left one worker idle.)"""
+    names = ["fair-0", "fair-1", "fair-2"]
+    processes = [start_worker(name, {}) for name in names]
+    _wait_registered(conn, names)
+
+    app = tickwork.App(database_url)
+    try:
+        fast = app.enqueue_many(MP_KIND, [{}] * 3000)
+        wait_until_sync(
+            lambda: _counts(conn) == {"succeeded": len(fast)}, timeout=60, what="the fast burst"
+        )
+        slow = app.enqueue_many(MP_KIND, [{"sleep": 1.0}] * 30)
+    finally:
+        app.close()
+    wait_until_sync(
+        lambda: _counts(conn) == {"succeeded": len(fast) + len(slow)},
+        timeout=60,
+        what="the one-second jobs",
+    )
+    _stop(processes)
+
+    picked = _picked_by(conn, slow)
+    assert sum(picked.values()) == 30
+    assert set(picked) == set(names), f"every worker ran some: {picked}"
+    assert min(picked.values()) >= 5, f"no worker hoards: {picked}"

@@ -35,8 +35,7 @@ def test_defaults() -> None:
     assert s.heartbeat_seconds == 10.0
     assert s.poll_seconds == 2.0
     assert s.claim_batch == 500
-    assert s.prefetch == 0
-    assert s.effective_prefetch == 10, "prefetch 0 means: as many as concurrency"
+    assert s.prefetch is None, "adaptive (tickwork.worker.prefetch) unless a number is given"
     assert s.shutdown_grace_seconds == 30.0
     assert s.retention_seconds == 7 * 86400.0
     assert s.maintenance_seconds == 5.0
@@ -79,7 +78,7 @@ def test_environment_overrides_defaults_with_conversion() -> None:
     assert s.queues == ("mail", "default", "reports")
     assert s.namespaces == ("billing",)
     assert s.name == "pod-7"
-    assert s.effective_prefetch == 3
+    assert s.prefetch == 3
     assert s.http_port == 9100
     assert s.http_host == "127.0.0.1"
 

@@ -105,13 +105,18 @@ class WorkerSettings:
         checks=[positive],
     )
     claim_batch: int = setting(
-        "most jobs claimed by one statement", group=WORKER, default=500, checks=[at_least(1)]
-    )
-    prefetch: int = setting(
-        "jobs claimed ahead of free slots, handed back at shutdown",
+        "most jobs claimed by one statement",
         group=WORKER,
-        default=0,
-        default_doc="0: as many as --concurrency",
+        default=500,
+        checks=[at_least(1)],
+    )
+    prefetch: int | None = setting(
+        "jobs claimed ahead of free slots, handed back at shutdown; a number fixes it",
+        group=WORKER,
+        default=None,
+        default_doc="adaptive: twice what the slots start during one claim round trip "
+        "(2 * concurrency * claim time / time per job), at most 2 * --claim-batch; none "
+        "for jobs much slower than a claim, nor before the first jobs have run",
         checks=[at_least(0)],
     )
     shutdown_grace_seconds: float = setting(
@@ -189,7 +194,3 @@ class WorkerSettings:
         if self.listen_url:
             return self.listen_url
         return "" if self.pooler == "transaction" else self.database_url
-
-    @property
-    def effective_prefetch(self) -> int:
-        return self.prefetch or self.concurrency

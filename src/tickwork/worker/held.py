@@ -1,6 +1,8 @@
 """The jobs a worker holds, from their claim until their outcome is written or dropped: one
 record per job (:class:`Held`) in one dict (:class:`HeldJobs`), dropped in one place
-(:meth:`HeldJobs.forget`), which also tells the claimer there is room again."""
+(:meth:`HeldJobs.forget`). A job whose task has returned (:meth:`HeldJobs.finish`) or that is
+dropped tells the claimer there is room again: a success waiting for its batched write takes
+no room, so the next claim overlaps that write."""
 
 from __future__ import annotations
 
@@ -24,12 +26,15 @@ class Held:
     """The slot running its task, while it runs."""
     result: Any = None
     """A succeeded schedule job's return value, carried as its schedule's state."""
+    finished: bool = False
+    """Its task has returned; its outcome is being written."""
 
 
 class HeldJobs:
     def __init__(self, room: asyncio.Event) -> None:
         self._held: dict[JobId, Held] = {}
         self._room = room
+        self._finished = 0
 
     def hold(self, job: Job) -> None:
         self._held[job.id] = Held(job)
@@ -42,6 +47,11 @@ class HeldJobs:
 
     def __len__(self) -> int:
         return len(self._held)
+
+    @property
+    def unfinished(self) -> int:
+        """Jobs held whose task has not returned: waiting for a slot, or running."""
+        return len(self._held) - self._finished
 
     def __iter__(self) -> Iterator[Held]:
         return iter(list(self._held.values()))
@@ -61,9 +71,19 @@ class HeldJobs:
         """The slots running a held job's task now."""
         return [held.slot for held in self._held.values() if held.slot is not None]
 
+    def finish(self, job_id: JobId) -> None:
+        """The job's task returned; its outcome is written later: there is room for another."""
+        held = self._held.get(job_id)
+        if held is not None and not held.finished:
+            held.finished = True
+            self._finished += 1
+        self._room.set()
+
     def forget(self, job_id: JobId) -> None:
         """Drop the job's record, whatever became of it; there is room for another."""
-        self._held.pop(job_id, None)
+        held = self._held.pop(job_id, None)
+        if held is not None and held.finished:
+            self._finished -= 1
         self._room.set()
 
 

@@ -49,7 +49,7 @@ from tickwork.maintenance.service import Service
 from tickwork.model import Job, JobId
 from tickwork.settings import WorkerSettings
 from tickwork.tasks import CANCEL_REQUESTED
-from tickwork.worker import deaths, executor
+from tickwork.worker import deaths, executor, prefetch
 from tickwork.worker.held import Held, HeldJobs, job_fields
 from tickwork.worker.liveness import Liveness
 from tickwork.worker.outcomes import Outcomes, after_error
@@ -60,6 +60,8 @@ Pool = connections.AsyncPool
 Loop = Callable[["Worker"], Coroutine[Any, Any, None]]
 
 _SHUTDOWN_ERROR = "interrupted: the worker shut down before the job finished"
+_TURN_SECONDS = 0.001
+"""A slot running jobs that never wait yields to the loop after this long."""
 CANCEL_CHANNEL = "tickwork_cancel"
 """Notified with a job's id when it is asked to stop (trigger jobs_notify_cancel_requested)."""
 
@@ -85,7 +87,8 @@ class Worker:
         self._max_attempts = {kind: task.max_attempts for kind, task in app.registry.items()}
         self.queues = list(settings.queues) or sorted({"default", *app.registry.queues()})
         self._extra_loops = extra_loops
-        self._capacity = settings.concurrency + settings.effective_prefetch
+        self.estimates = prefetch.Estimates()
+        """Claim round trip and time per job, measured: how many jobs to hold ahead."""
         self._buffer: asyncio.Queue[Job | None] = asyncio.Queue()
         self._room = asyncio.Event()
         self._held = HeldJobs(self._room)
@@ -129,6 +132,13 @@ class Worker:
     def pool(self) -> Pool:
         assert self._pool is not None, "worker not started"
         return self._pool
+
+    def jobs_ahead(self) -> int:
+        """Jobs to hold beyond the free slots now: ``--prefetch`` when given, otherwise
+        adapted to the measured claim round trip and time per job (:mod:`.prefetch`)."""
+        if self.settings.prefetch is not None:
+            return self.settings.prefetch
+        return self.estimates.ahead(self.settings.concurrency, 2 * self.settings.claim_batch)
 
     def stop(self) -> None:
         """Begin a graceful shutdown (safe to call from a signal handler on the loop)."""
@@ -343,10 +353,13 @@ class Worker:
     async def _claimer(self) -> None:
         if not self.kinds:
             return  # a worker that only fires schedules claims nothing
-        low_water = max(1, min(self.settings.claim_batch, self._capacity // 2))
         outage = connections.Outage("claiming jobs", log, "claim_failed")
         while True:
-            room = self._capacity - len(self._held)
+            capacity = self.settings.concurrency + self.jobs_ahead()
+            low_water = max(1, min(self.settings.claim_batch, capacity // 2))
+            # Successes waiting for their batched write take no room (the claim overlaps the
+            # write), up to as many again as the capacity: a stalled write stops the claims.
+            room = min(capacity - self._held.unfinished, 2 * capacity - len(self._held))
             if room < low_water and not (room > 0 and self._buffer.empty()):
                 self._room.clear()
                 await self._room.wait()
@@ -356,13 +369,17 @@ class Worker:
             try:
                 if outage.attempts:  # the failed claim may have committed: adopt what it took
                     await self._adopt()
+                began = time.perf_counter()
                 got = await self.claim_once(asked)
+                self.estimates.claimed(time.perf_counter() - began)
             except Exception as exc:
                 await after_error(self.pool, exc, outage)
                 continue
             outage.recovered()
             if not got:  # a short batch may have left a job behind a key it took: claim again
                 await sleep(self.settings.poll_seconds, self._wake)
+                if not self._held.unfinished:  # ran dry: the next jobs may be slow ones
+                    self.estimates.idle()
 
     async def _adopt(self) -> None:
         async with self.pool.connection() as conn:
@@ -430,6 +447,7 @@ class Worker:
     # --- running -----------------------------------------------------------------------
 
     async def _slot(self) -> None:
+        turn = time.perf_counter()
         while True:
             job = await self._buffer.get()
             if job is None:
@@ -437,6 +455,7 @@ class Worker:
             if self._held.lost(job.id):
                 self._held.forget(job.id)
                 continue
+            began = time.perf_counter()
             try:
                 await self._run_job(job)
             except Exception as exc:
@@ -449,6 +468,14 @@ class Worker:
                     extra=job_fields("outcome_failed", job),
                 )
                 self._held.forget(job.id)
+            ended = time.perf_counter()
+            self.estimates.ran(ended - began)
+            # Let the claimer, the completer and the other slots have their turn every
+            # millisecond: a task that never awaits (a no-op) would otherwise run the whole
+            # buffer before the next claim is even sent, and claims would never overlap work.
+            if ended - turn >= _TURN_SECONDS:
+                await asyncio.sleep(0)
+                turn = time.perf_counter()
 
     async def _run_job(self, job: Job) -> None:
         task = self.app.registry.get(job.kind)
@@ -494,6 +521,7 @@ class Worker:
         if isinstance(outcome, executor.Succeeded):
             if job.schedule is not None and outcome.result is not None:
                 self._carry(held, outcome.result)
+            self._held.finish(job.id)
             self.outcomes.succeeded(job)
         else:
             await self.outcomes.failed(job, outcome)

@@ -1,0 +1,310 @@
+"""Peers: tickwork's defaults against pgqueuer's batch settings, in one run, on one database.
+
+    python bench/peers.py --jobs 30000 --pgqueuer-batch 10,100,1000
+    python bench/peers.py --jobs 30000 --runs 3      # each system 3 times, interleaved: medians
+
+pgqueuer (the version pinned in bench/peers/requirements.txt) is installed into a virtual
+environment of its own, bench/peers/.venv (made on first use, reused after; git-ignored), so
+tickwork's environment never holds it. Both run on the same database of a private PostgreSQL
+with its default durability (or one made on --database-url's server; see servers.py), with
+the same number of consumer processes (--processes, default 2):
+
+* pgqueuer: its QueueManager on one asyncpg connection per process, ``batch_size`` each of
+  --pgqueuer-batch, all else its defaults (bench/peers/pgqueuer_noop.py);
+* tickwork: the real command, ``tickwork worker --app tickwork_noop:app --database-url URL``,
+  nothing else: its defaults (concurrency 10, adaptive prefetch, job metrics on). Each
+  process gets its own HTTP port through TICKWORK_HTTP_PORT only because two processes on one
+  host cannot both listen on the default 9090 (in Kubernetes each pod has its own).
+
+Each round: the queue emptied (then vacuumed and analysed, as autovacuum keeps a running
+system's tables), the consumers started and ready (listening), then --jobs no-op jobs
+enqueued in one transaction, so they all appear at once. The drain rate is jobs / (last
+success - first claim), read from each system's own records in the database (tickwork's
+started_at and finished_at; pgqueuer's log of picked and successful jobs). Prints each one's
+rate, the CPU time per job of its consumers and of the PostgreSQL server while it drained
+(read from /proc: start-up left out), and tickwork's rate over pgqueuer's best.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import venv
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote, urlencode
+
+import psycopg
+import servers
+from psycopg.conninfo import conninfo_to_dict
+
+import tickwork
+from tickwork.db import migrate
+
+HERE = Path(__file__).resolve().parent / "peers"
+VENV = HERE / ".venv"
+REQUIREMENTS = HERE / "requirements.txt"
+PGQUEUER = HERE / "pgqueuer_noop.py"
+TICKWORK = Path(sys.executable).parent / "tickwork"
+KIND = "bench.noop"
+DRAIN_TIMEOUT = 600.0
+SETTLE_SECONDS = 1.0
+"""Once every consumer is up, the pause before the jobs are enqueued (listeners settle)."""
+
+
+def _venv_python() -> Path:
+    """The interpreter of bench/peers/.venv, made and filled from requirements.txt when it
+    is missing or the requirements changed since."""
+    python = VENV / "bin" / "python"
+    stamp = VENV / "requirements.installed"
+    wanted = REQUIREMENTS.read_text()
+    if python.exists() and stamp.exists() and stamp.read_text() == wanted:
+        return python
+    print(f"installing {REQUIREMENTS.name} into {VENV} ...", flush=True)
+    venv.EnvBuilder(with_pip=True, clear=True).create(VENV)
+    subprocess.run(
+        [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+         "-r", REQUIREMENTS],
+        check=True,
+    )  # fmt: skip
+    stamp.write_text(wanted)
+    return python
+
+
+def _url(conninfo: str) -> str:
+    """``conninfo`` as a postgresql:// URL (asyncpg takes no key=value strings)."""
+    params = {k: v for k, v in conninfo_to_dict(conninfo).items() if v is not None}
+    dbname = quote(str(params.pop("dbname", "")))
+    return f"postgresql:///{dbname}?{urlencode(params)}"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _cpu(pid: int) -> float:
+    """CPU seconds process ``pid`` has used (user and system)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _server_cpu(url: str) -> float | None:
+    """CPU seconds the PostgreSQL server has used so far (its postmaster, the children it
+    reaped and the live ones), when it runs on this host; None otherwise."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute("SELECT current_setting('data_directory')").fetchone()
+    pid_file = Path(str(row[0] if row else "")) / "postmaster.pid"
+    try:
+        postmaster = int(pid_file.read_text().split()[0])
+        stats = [Path(f"/proc/{postmaster}/stat").read_text()]
+        children = Path(f"/proc/{postmaster}/task/{postmaster}/children").read_text().split()
+    except (OSError, ValueError):
+        return None
+    for child in children:
+        with contextlib.suppress(OSError):
+            stats.append(Path(f"/proc/{child}/stat").read_text())
+    ticks = 0
+    for i, stat in enumerate(stats):  # as _cpu does
+        fields = stat.rsplit(")", 1)[1].split()
+        ticks += int(fields[11]) + int(fields[12])  # utime, stime
+        if i == 0:
+            ticks += int(fields[13]) + int(fields[14])  # cutime, cstime: children reaped
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def _empty(url: str, *tables: str) -> None:
+    """Empty ``tables`` and have them vacuumed and analysed (empty), as autovacuum leaves the
+    tables of a running system: the planner then knows their size instead of guessing it for
+    a table never analysed (which gives both systems other plans)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"TRUNCATE {', '.join(tables)}")
+        for table in tables:
+            conn.execute(f"VACUUM ANALYZE {table}")
+
+
+def _wait(url: str, done: str, processes: list[subprocess.Popen[bytes]]) -> None:
+    """Until the query ``done`` answers true; a consumer that exits meanwhile fails the run."""
+    deadline = time.monotonic() + DRAIN_TIMEOUT
+    with psycopg.connect(url, autocommit=True) as conn:
+        while not (row := conn.execute(done).fetchone()) or not row[0]:
+            if time.monotonic() > deadline:
+                raise SystemExit(f"not done after {DRAIN_TIMEOUT:g}s: {done}")
+            if any(p.poll() is not None for p in processes):
+                raise SystemExit("a consumer process exited; see its output")
+            time.sleep(0.05)
+
+
+def _rate(url: str, query: str) -> tuple[int, float]:
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute(query).fetchone()
+    assert row is not None and row[1] is not None, "nothing ran"
+    return int(row[0]), float(row[1])
+
+
+class Meter:
+    """CPU seconds of the consumer processes and of the database server from now on."""
+
+    def __init__(self, url: str, consumers: list[subprocess.Popen[bytes]]) -> None:
+        self.url = url
+        self.pids = [p.pid for p in consumers]
+        self.consumers = sum(_cpu(pid) for pid in self.pids)
+        self.server = _server_cpu(url)
+
+    def result(self, label: str, jobs: int, seconds: float) -> Result:
+        consumers_us = (sum(_cpu(pid) for pid in self.pids) - self.consumers) / jobs * 1e6
+        server, server_us = _server_cpu(self.url), None
+        if server is not None and self.server is not None:
+            server_us = (server - self.server) / jobs * 1e6
+        return Result(label, jobs / seconds, consumers_us, server_us)
+
+
+@dataclass(frozen=True)
+class Result:
+    label: str
+    rate: float
+    """Jobs per second."""
+    cpu_us: float
+    """The consumers' CPU time per job while they drained."""
+    server_us: float | None
+    """The database server's CPU time per job meanwhile (None: not on this host)."""
+
+
+def _stop(processes: list[subprocess.Popen[bytes]]) -> None:
+    for p in processes:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    for p in processes:
+        p.wait(timeout=60)
+
+
+def pgqueuer(python: Path, url: str, jobs: int, processes: int, batch: int) -> Result:
+    dsn = _url(url)
+    _empty(url, "pgqueuer", "pgqueuer_log")
+    argv = [python, PGQUEUER, "consume", dsn, str(batch)]
+    consumers = [subprocess.Popen(argv, stdout=subprocess.PIPE) for _ in range(processes)]
+    try:
+        for p in consumers:
+            assert p.stdout is not None and p.stdout.readline() == b"ready\n", "not ready"
+        time.sleep(SETTLE_SECONDS)
+        subprocess.run([python, PGQUEUER, "enqueue", dsn, str(jobs)], check=True)
+        meter = Meter(url, consumers)
+        _wait(url, "SELECT NOT EXISTS (SELECT 1 FROM pgqueuer)", consumers)
+        done, seconds = _rate(
+            url,
+            "SELECT count(*) FILTER (WHERE status = 'successful'), extract(epoch FROM"
+            " max(created) FILTER (WHERE status = 'successful')"
+            " - min(created) FILTER (WHERE status = 'picked')) FROM pgqueuer_log",
+        )
+        result = meter.result(f"pgqueuer batch_size={batch}", done, seconds)
+    finally:
+        _stop(consumers)
+    assert done == jobs, f"pgqueuer: {done} of {jobs} jobs succeeded"
+    return result
+
+
+def tickwork_defaults(url: str, jobs: int, processes: int, logs: Path) -> Result:
+    _empty(url, "tickwork.jobs", "tickwork.workers")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TICKWORK_")}
+    workers = []
+    for i in range(processes):
+        env["TICKWORK_HTTP_PORT"] = str(_free_port())
+        argv = [TICKWORK, "worker", "--app", "tickwork_noop:app", "--database-url", url]
+        with (logs / f"worker-{i}.log").open("ab") as log:
+            worker = subprocess.Popen(
+                argv, cwd=HERE, env=dict(env), stdout=log, stderr=subprocess.STDOUT
+            )
+        workers.append(worker)
+    try:
+        _wait(url, f"SELECT count(*) = {processes} FROM tickwork.workers", workers)
+        time.sleep(SETTLE_SECONDS)
+        app = tickwork.App(url)
+        with app.connection() as conn, conn.transaction():
+            for offset in range(0, jobs, 10_000):
+                app.enqueue_many(KIND, [{}] * min(10_000, jobs - offset), conn=conn)
+        app.close()
+        meter = Meter(url, workers)
+        _wait(
+            url,
+            "SELECT NOT EXISTS (SELECT 1 FROM tickwork.jobs WHERE status = 'available')"
+            " AND NOT EXISTS (SELECT 1 FROM tickwork.jobs WHERE status = 'running')",
+            workers,
+        )
+        done, seconds = _rate(
+            url,
+            "SELECT count(*) FILTER (WHERE status = 'succeeded'),"
+            " extract(epoch FROM max(finished_at) - min(started_at)) FROM tickwork.jobs",
+        )
+        result = meter.result("tickwork worker (defaults)", done, seconds)
+    finally:
+        _stop(workers)
+    assert done == jobs, f"tickwork: {done} of {jobs} jobs succeeded"
+    return result
+
+
+def _report(result: Result) -> Result:
+    server = "" if result.server_us is None else f", PostgreSQL's {result.server_us:.0f} µs/job"
+    print(
+        f"{result.label}: {result.rate:,.0f} jobs/s; CPU: consumers' {result.cpu_us:.0f} µs/job"
+        f"{server}",
+        flush=True,
+    )
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument("--jobs", type=int, default=30_000)
+    parser.add_argument("--processes", type=int, default=2, help="consumers of each system")
+    parser.add_argument(
+        "--pgqueuer-batch",
+        default="10,100,1000",
+        metavar="B1,B2",
+        help="pgqueuer batch_size settings to run (default 10,100,1000)",
+    )
+    parser.add_argument(
+        "--runs", type=int, default=1, help="rounds of every system, interleaved; medians"
+    )
+    servers.add_arguments(parser)
+    args = parser.parse_args()
+    batches = [int(b) for b in args.pgqueuer_batch.split(",") if b.strip()]
+    python = _venv_python()
+    with (
+        servers.database_server(args.database_url) as url,
+        tempfile.TemporaryDirectory(prefix="tickwork-peers-") as tmp,
+    ):
+        migrate.apply(url)
+        subprocess.run([python, PGQUEUER, "install", _url(url)], check=True)
+        runs: dict[str, list[Result]] = {}
+        systems: list[Callable[[], Result]] = [
+            *((lambda b=b: pgqueuer(python, url, args.jobs, args.processes, b)) for b in batches),
+            lambda: tickwork_defaults(url, args.jobs, args.processes, Path(tmp)),
+        ]
+        for _ in range(args.runs):
+            for system in systems:
+                result = _report(system())
+                runs.setdefault(result.label, []).append(result)
+        rates = {label: statistics.median(r.rate for r in rs) for label, rs in runs.items()}
+        best = max((label for label in rates if label.startswith("pgqueuer")), key=rates.get)
+        ours = rates["tickwork worker (defaults)"]
+        print(
+            f"{args.processes} processes each, {args.jobs} no-op jobs, median of {args.runs}: "
+            f"tickwork defaults {ours:,.0f} jobs/s, pgqueuer best ({best}) "
+            f"{rates[best]:,.0f} jobs/s: tickwork/pgqueuer = {ours / rates[best]:.2f}x"
+        )
+
+
+if __name__ == "__main__":
+    main()
