@@ -438,7 +438,7 @@ async def test_retention_deletes_old_finished_jobs_in_batches(
     deleted = await week.run_once(counting, T0)  # type: ignore[arg-type]
 
     assert deleted == len(old)
-    assert counting.statements == 3, "batches of 2, 2 and 1"
+    assert counting.statements == 4, "batches of 2, 2 and 1, then one look at the history queue"
     remaining = await (await aconn.execute("SELECT id FROM tickwork.jobs ORDER BY id")).fetchall()
     assert [r[0] for r in remaining] == kept
     assert await week.run_once(aconn, T0) == 0
