@@ -35,6 +35,7 @@ import asyncio
 import logging
 import sys
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import kopf
@@ -232,17 +233,31 @@ class Runtime:
             database_error=self.board.error,
         )
 
-    async def _report(self, shown: Shown) -> dict[str, Any]:
+    async def _report(self, shown: Shown, current: dict[str, Any]) -> dict[str, Any]:
         """One object's status round: a run-now token that waited, then the status."""
-        current = shown.status
         changes = await self.run_now.handle(shown.body, current)
         changes.update(self.report(shown, current))
         return changes
+
+    def _new(self, entry: Entry, now: datetime) -> bool:
+        """Whether the object was created within the last status interval."""
+        if entry.created is None:
+            return False
+        try:
+            created = datetime.fromisoformat(entry.created)
+        except ValueError:
+            return False
+        if created.tzinfo is None:
+            created = created.replace(tzinfo=UTC)
+        return (now - created).total_seconds() < self.config.status_interval
 
     def report(self, shown: Shown, current: dict[str, Any]) -> dict[str, Any]:
         """The status patch for one object, posting Events on transitions."""
         body, entry = shown.body, shown.entry
         condition = self.ready(entry)
+        now = self.clock.wall()
+        if not current and condition.reason == run_now.PENDING and self._new(entry, now):
+            return {}  # its first sync is on its way: its first status shows the outcome
         key = (entry.translation.namespace, entry.translation.name)
         # A refused object never shows another's row or job ids.
         refused = entry.key in self.syncer.desired.refused
@@ -251,7 +266,6 @@ class Runtime:
         active = () if refused else self.board.active.get(key, ())
         found = status.facts(row, active, last)
         service = self.served(entry, row)
-        now = self.clock.wall()
         changes = status.patch(current, entry, condition, found, now, served=service)
         before = status.previous(current)
         if condition.failed and (before is None or before.message != condition.message):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import ssl
+import time
 from typing import Any
 
 import aiohttp
@@ -21,6 +22,8 @@ from tickwork.operator.config import GROUP, PLURAL, VERSION
 
 REQUEST_SECONDS = 30.0
 """A status patch the API server has not answered within this long fails (tried next round)."""
+AUTH_SECONDS = 10.0
+"""The credentials are read again (a rotated token, a refreshed one) at most this often."""
 
 
 def configuration() -> kubernetes.client.Configuration:
@@ -52,6 +55,8 @@ class StatusWriter:
         self.concurrency = concurrency
         self._config: kubernetes.client.Configuration | None = None
         self._session: aiohttp.ClientSession | None = None
+        self._headers: dict[str, str] = {}
+        self._headers_at = -AUTH_SECONDS
 
     def _open(self) -> tuple[kubernetes.client.Configuration, aiohttp.ClientSession]:
         if self._config is None or self._session is None:
@@ -68,7 +73,10 @@ class StatusWriter:
         """The object after the patch, or None when it is gone. Raises StatusPatchFailed."""
         config, session = self._open()
         path = f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}/{name}/status"
-        headers = {"Content-Type": "application/merge-patch+json", **_auth(config)}
+        if time.monotonic() - self._headers_at >= AUTH_SECONDS:
+            self._headers = {"Content-Type": "application/merge-patch+json", **_auth(config)}
+            self._headers_at = time.monotonic()
+        headers = self._headers
         try:
             async with session.patch(
                 config.host.rstrip("/") + path, json={"status": status}, headers=headers
@@ -88,6 +96,7 @@ class StatusWriter:
             await self._session.close()
             self._session = None
             self._config = None
+            self._headers_at = -AUTH_SECONDS
             await asyncio.sleep(0)  # let the connector close its sockets
 
 

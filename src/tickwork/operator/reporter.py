@@ -7,9 +7,11 @@ whose status changed, ``status_concurrency`` requests at a time. A round also an
 tokens that had to wait, and posts the Events of status transitions.
 
 Objects come from kopf's index (:class:`Shown`: the entry and the body as last seen). A status
-patch reaches the index only when its watch event comes back; until then (at most
-:data:`SETTLE_SECONDS`) the object keeps the version it had before the patch and the next
-rounds leave it alone, so a slow watch never makes a round patch twice or post an Event twice.
+patch reaches the index only when its watch event comes back (after the events of kopf's own
+earlier patches, when kopf is busy); until the index shows the patch (at most
+:data:`SETTLE_SECONDS`), rounds take the status the index shows with the patch merged in, so a
+slow watch never makes a round patch twice or post an Event twice, and a busy operator does not
+feed its own backlog.
 
 Events are posted with :func:`kopf.event`, which needs kopf's context of an object handler:
 :meth:`Reporter.capture` keeps it from the first one, and rounds run in it.
@@ -34,9 +36,8 @@ from tickwork.operator.kube import StatusPatchFailed, StatusWriter
 
 log = logging.getLogger(__name__)
 
-SETTLE_SECONDS = 30.0
-"""How long rounds leave an object alone after patching it, unless its watch event (a new
-resourceVersion) comes back sooner."""
+SETTLE_SECONDS = 60.0
+"""Longest time a patch is taken as applied while the index does not show it yet."""
 
 
 @dataclass(frozen=True)
@@ -48,8 +49,10 @@ class Shown:
 
     @classmethod
     def of(cls, body: Mapping[str, Any]) -> Shown:
-        """``body`` as it is now (kopf's next event brings a new one)."""
-        return cls(entry_of(body), kopf.Body(cast(kopf.RawBody, dict(body))))
+        """The object from kopf's body of one event (each event brings a new one, so it is
+        kept as it is), or from a raw body."""
+        view = body if isinstance(body, kopf.Body) else kopf.Body(cast(kopf.RawBody, body))
+        return cls(entry_of(view), view)
 
     @property
     def status(self) -> dict[str, Any]:
@@ -62,8 +65,9 @@ class Shown:
         return metadata.get("resourceVersion") if isinstance(metadata, Mapping) else None
 
 
-Report = Callable[[Shown], Awaitable[dict[str, Any]]]
-"""The status patch of one object (empty: nothing changed), posting its Events."""
+Report = Callable[[Shown, dict[str, Any]], Awaitable[dict[str, Any]]]
+"""The status patch of one object given its current status (empty: nothing changed), posting
+its Events."""
 
 
 class Reporter:
@@ -83,8 +87,9 @@ class Reporter:
         self.patched = 0
         """Status patches made (for the benchmark)."""
         self._wake = asyncio.Event()
-        self._settling: dict[ObjectKey, tuple[str | None, str | None, float]] = {}
-        """Per object patched: (uid, resourceVersion before the patch, until when)."""
+        self._written: dict[ObjectKey, tuple[str | None, dict[str, Any], float]] = {}
+        """Per object patched whose watch event has not come back: (uid, the patches made
+        since, merged, until when they are taken as applied)."""
 
     def capture(self) -> None:
         """Called by an object handler: keep kopf's context for posting Events."""
@@ -107,12 +112,12 @@ class Reporter:
     async def round(self) -> int:
         """Patch every object whose status changed; returns how many patches were made."""
         self.rounds += 1
-        now = self.monotonic()
         changed: list[tuple[Shown, dict[str, Any]]] = []
         for shown in list(self.objects()):
-            if shown.entry.deleting or self._settles(shown, now):
+            if shown.entry.deleting:
                 continue
-            patch = await self.report(shown)
+            current = self._current(shown)
+            patch = await self.report(shown, current)
             if patch:
                 changed.append((shown, patch))
         queue = iter(changed)
@@ -137,16 +142,19 @@ class Reporter:
             )
         return len(changed) - len(failures)
 
-    def _settles(self, shown: Shown, now: float) -> bool:
-        """Whether a patch of this object is still on its way back through the watch."""
-        settling = self._settling.get(shown.entry.key)
-        if settling is None:
-            return False
-        uid, version, until = settling
-        if (uid, version) == (shown.entry.uid, shown.version) and now < until:
-            return True
-        del self._settling[shown.entry.key]
-        return False
+    def _current(self, shown: Shown) -> dict[str, Any]:
+        """The object's status: the index's, with the patches it does not show yet."""
+        status = shown.status
+        written = self._written.get(shown.entry.key)
+        if written is None:
+            return status
+        uid, patch, until = written
+        if uid == shown.entry.uid and self.monotonic() < until:
+            patched = merged(status, patch)
+            if patched != status:
+                return patched
+        del self._written[shown.entry.key]
+        return status
 
     async def _patch(self, shown: Shown, patch: dict[str, Any]) -> str | None:
         namespace, name = shown.entry.key
@@ -157,11 +165,39 @@ class Reporter:
         if after is None:
             return None  # gone: its deletion is on its way through the watch
         self.patched += 1
-        if (after.get("metadata") or {}).get("resourceVersion") != shown.version:
-            until = self.monotonic() + SETTLE_SECONDS
-            self._settling[shown.entry.key] = (shown.entry.uid, shown.version, until)
+        key = shown.entry.key
+        earlier = self._written.get(key)
+        if earlier is not None and earlier[0] == shown.entry.uid:
+            patch = composed(earlier[1], patch)
+        self._written[key] = (shown.entry.uid, patch, self.monotonic() + SETTLE_SECONDS)
         return None
 
     def forget(self, key: ObjectKey) -> None:
         """The object is gone."""
-        self._settling.pop(key, None)
+        self._written.pop(key, None)
+
+
+def merged(current: Mapping[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
+    """``current`` with the JSON merge patch ``patch`` applied (RFC 7386: None removes)."""
+    result = dict(current)
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        elif isinstance(value, Mapping):
+            before = result.get(key)
+            result[key] = merged(before if isinstance(before, Mapping) else {}, value)
+        else:
+            result[key] = value
+    return result
+
+
+def composed(first: Mapping[str, Any], second: Mapping[str, Any]) -> dict[str, Any]:
+    """One merge patch doing what ``first`` then ``second`` do."""
+    result = dict(first)
+    for key, value in second.items():
+        before = result.get(key)
+        if isinstance(value, Mapping) and isinstance(before, Mapping):
+            result[key] = composed(before, value)
+        else:
+            result[key] = value
+    return result
