@@ -123,6 +123,8 @@ class DueSchedule:
     state: Any
     failures: int
     """Consecutive failed firings before this one."""
+    spec_key: str
+    """The stored spec's content, hashed: equal specs, equal keys."""
     now: datetime
 
 
@@ -266,12 +268,13 @@ class NextDue:
 
 def upcoming(
     namespaces: Sequence[str], before: datetime, limit: int
-) -> Op[list[tuple[str, str, int]]]:
-    """(namespace, name, revision) of the schedules due before ``before``, earliest first."""
+) -> Op[list[tuple[str, str, int, str]]]:
+    """(namespace, name, revision, spec key) of the schedules due before ``before``, earliest
+    first."""
     return Op(
         "schedule_upcoming",
         {"namespaces": list(namespaces), "before": before, "limit": limit},
-        lambda rows: [(r["namespace"], r["name"], r["revision"]) for r in rows],
+        lambda rows: [(r["namespace"], r["name"], r["revision"], r["spec_key"]) for r in rows],
     )
 
 

@@ -59,12 +59,14 @@ SELECT pg_notify('tickwork_schedules', %(namespace)s);
 -- Firing: lock a batch of due schedules of the offered namespaces; others skip them. Each
 -- namespace is read through its own index range; with several namespaces, rows locked
 -- beyond the batch stay due and are fired by the next batch (or another worker). A schedule
--- whose firing failed waits for its retry time.
+-- whose firing failed waits for its retry time. spec_key names the stored spec's content (its
+-- canonical jsonb text): schedules with equal specs share one parsed definition.
 SELECT due.namespace, due.name, due.revision, due.next_run_at, due.missed_before, due.state,
-       due.firing_failures AS failures, coalesce(%(now)s, now()) AS now
+       due.firing_failures AS failures, md5(due.spec::text) AS spec_key,
+       coalesce(%(now)s, now()) AS now
 FROM unnest(%(namespaces)b::text[]) AS offered(namespace)
 CROSS JOIN LATERAL (
-    SELECT namespace, name, revision, next_run_at, missed_before, state, firing_failures
+    SELECT namespace, name, revision, next_run_at, missed_before, state, firing_failures, spec
     FROM tickwork.schedules s
     WHERE s.namespace = offered.namespace
       AND s.enabled AND NOT s.suspended
@@ -140,12 +142,13 @@ SELECT coalesce(%(now)s, now()) AS now,
         ) AS first) AS next_run_at;
 
 -- name: schedule_upcoming
--- Schedules of the offered namespaces due before a horizon (the firing loop parses their
--- definitions ahead of time, while it would otherwise sleep); set-aside ones are left out.
-SELECT soon.namespace, soon.name, soon.revision
+-- Schedules of the offered namespaces due before a horizon, the earliest first across them
+-- all (the firing loop parses their definitions ahead of time, while it would otherwise
+-- sleep); set-aside ones are left out.
+SELECT soon.namespace, soon.name, soon.revision, md5(soon.spec::text) AS spec_key
 FROM unnest(%(namespaces)b::text[]) AS offered(namespace)
 CROSS JOIN LATERAL (
-    SELECT namespace, name, revision
+    SELECT namespace, name, revision, next_run_at, spec
     FROM tickwork.schedules s
     WHERE s.namespace = offered.namespace
       AND s.enabled AND NOT s.suspended
@@ -153,7 +156,9 @@ CROSS JOIN LATERAL (
       AND s.firing_retry_at IS NULL
     ORDER BY s.next_run_at
     LIMIT %(limit)s
-) AS soon;
+) AS soon
+ORDER BY soon.next_run_at
+LIMIT %(limit)s;
 
 -- name: schedule_lock_one
 -- One schedule, locked (fire_schedule, backfill, trigger).
