@@ -128,10 +128,20 @@ class DueSchedule:
     now: datetime
 
 
+CLAIM_CANDIDATES = 4
+"""A claim reads this many batches' worth of due schedules unlocked and locks one batch of
+them, skipping those other workers hold."""
+
+
 def claim_due(namespaces: Sequence[str], limit: int, now: datetime | None) -> Op[list[DueSchedule]]:
     return Op(
         "schedule_claim_due",
-        {"namespaces": list(namespaces), "limit": limit, "now": now},
+        {
+            "namespaces": list(namespaces),
+            "limit": limit,
+            "candidates": limit * CLAIM_CANDIDATES,
+            "now": now,
+        },
         lambda rows: [DueSchedule(**row) for row in rows],
         binary=True,
     )
