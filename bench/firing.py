@@ -2,11 +2,22 @@
 
     python bench/firing.py --schedules 1000 --processes 2
     python bench/firing.py --every-second 200 --seconds 30 --processes 2
+    python bench/firing.py --schedules 1000000 --namespaces 100 --spread 60 --processes 2
 
 Cron mode (``--schedules S``): S schedules ``M * * * *`` all due at the same minute M (the
 first one far enough ahead for the sync and the workers' start), fired by P worker processes
 (spawned) offering the benchmark's namespace. Prints the sync time, how many occurrences were
 fired and when the last job became visible, occurrences fired per second, and the firing lag.
+
+At scale (``--namespaces K`` and/or ``--spread T`` with ``--schedules S``): S schedules in K
+namespaces, hourly at the due minute with their seconds spread over the first T seconds of it
+(``SEC M * * * *``), fired by P worker processes each offering all K namespaces. The rows are
+built in SQL, not one sync call: each namespace is synced (``sync_schedules``) with the T
+schedules of its seconds, then ``INSERT ... SELECT generate_series`` copies those rows under the
+other names (a spec holds no name, so each copy is the row sync writes for it; the benchmark
+checks a sample against the definitions). Prints the build time, how many fired within the
+due minute, the lag, occurrences fired per second, and each worker's memory (RSS when the
+schedules are due, and its peak).
 
 Every-second mode (``--every-second S --seconds N``): S schedules ``every: 1s`` fired for N
 seconds; also counts the occurrences of the window that have no job (there must be none).
@@ -59,10 +70,10 @@ GRACE = timedelta(minutes=1)
 POLL_SECONDS = 0.005
 
 
-def _serve(url: str, name: str) -> None:
-    """A worker process that fires the benchmark's namespace and runs nothing."""
+def _serve(url: str, name: str, namespaces: tuple[str, ...]) -> None:
+    """A worker process that fires the benchmark's namespaces and runs nothing."""
     settings = WorkerSettings(
-        database_url=url, app="bench", name=name, namespaces=(NAMESPACE,), concurrency=1
+        database_url=url, app="bench", name=name, namespaces=namespaces, concurrency=1
     )
     worker = Worker(tickwork.App(url), settings)
 
@@ -74,11 +85,15 @@ def _serve(url: str, name: str) -> None:
 
 
 @contextmanager
-def _workers(url: str, processes: int) -> Iterator[None]:
-    """P worker processes, registered (so started) before the body runs; stopped after."""
+def _workers(
+    url: str, processes: int, namespaces: tuple[str, ...] = (NAMESPACE,)
+) -> Iterator[list[int]]:
+    """P worker processes, registered (so started) before the body runs; stopped after.
+    Yields their process ids."""
     ctx = multiprocessing.get_context("spawn")
     started = [
-        ctx.Process(target=_serve, args=(url, f"{WORKER_PREFIX}{i}")) for i in range(processes)
+        ctx.Process(target=_serve, args=(url, f"{WORKER_PREFIX}{i}", namespaces))
+        for i in range(processes)
     ]
     for p in started:
         p.start()
@@ -89,7 +104,7 @@ def _workers(url: str, processes: int) -> Iterator[None]:
                 if time.monotonic() > deadline or not all(p.is_alive() for p in started):
                     raise SystemExit("the worker processes did not start")
                 time.sleep(0.05)
-        yield
+        yield [p.pid for p in started if p.pid is not None]
     finally:
         for p in started:
             if p.pid is not None and p.is_alive():
@@ -107,12 +122,13 @@ def _scalar(conn: psycopg.Connection[Any], query: str, params: Any = None) -> An
     return row[0]
 
 
-def _reset(url: str) -> None:
+def _reset(url: str, namespaces: tuple[str, ...] = (NAMESPACE,)) -> None:
     migrate.apply(url)
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("DELETE FROM tickwork.jobs WHERE schedule_namespace = %s", (NAMESPACE,))
-        conn.execute("DELETE FROM tickwork.schedules WHERE namespace = %s", (NAMESPACE,))
-        conn.execute("DELETE FROM tickwork.schedule_namespaces WHERE namespace = %s", (NAMESPACE,))
+        ns = list(namespaces)
+        conn.execute("DELETE FROM tickwork.jobs WHERE schedule_namespace = ANY(%s)", (ns,))
+        conn.execute("DELETE FROM tickwork.schedules WHERE namespace = ANY(%s)", (ns,))
+        conn.execute("DELETE FROM tickwork.schedule_namespaces WHERE namespace = ANY(%s)", (ns,))
         conn.execute("DELETE FROM tickwork.workers WHERE name LIKE %s", (WORKER_PREFIX + "%",))
 
 
@@ -175,13 +191,18 @@ def _figures(conn: psycopg.Connection[Any], start: datetime, end: datetime) -> F
     return Figures(*row, source=source)
 
 
-def _count(conn: psycopg.Connection[Any], start: datetime, end: datetime) -> int:
+def _count(
+    conn: psycopg.Connection[Any],
+    start: datetime,
+    end: datetime,
+    namespaces: tuple[str, ...] = (NAMESPACE,),
+) -> int:
     return int(
         _scalar(
             conn,
-            "SELECT count(*) FROM tickwork.jobs WHERE schedule_namespace = %(ns)s"
+            "SELECT count(*) FROM tickwork.jobs WHERE schedule_namespace = ANY(%(ns)s)"
             " AND occurrence_at >= %(start)s AND occurrence_at < %(end)s",
-            {"ns": NAMESPACE, "start": start, "end": end},
+            {"ns": list(namespaces), "start": start, "end": end},
         )
     )
 
@@ -192,15 +213,21 @@ def _db_now(conn: psycopg.Connection[Any]) -> datetime:
 
 
 def _wait_for(
-    conn: psycopg.Connection[Any], start: datetime, end: datetime, expected: int, until: datetime
+    conn: psycopg.Connection[Any],
+    start: datetime,
+    end: datetime,
+    expected: int,
+    until: datetime,
+    namespaces: tuple[str, ...] = (NAMESPACE,),
 ) -> tuple[int, datetime]:
     """Poll until ``expected`` jobs of occurrences in [start, end) are visible, or the
-    database clock passes ``until``; returns the count and when it was last read."""
+    database clock passes ``until``; returns the count and when it was last read. Polls
+    less often while many are missing (a count of a million rows is not free)."""
     while True:
-        seen, now = _count(conn, start, end), _db_now(conn)
+        seen, now = _count(conn, start, end, namespaces), _db_now(conn)
         if seen >= expected or now > until:
             return seen, now
-        time.sleep(POLL_SECONDS)
+        time.sleep(POLL_SECONDS if expected - seen < 10_000 else 0.5)
 
 
 def _print_lag(figures: Figures) -> None:
@@ -280,6 +307,151 @@ def run_every_second(url: str, schedules: int, seconds: int, processes: int) -> 
     _print_lag(figures)
 
 
+BUILD_RATE = 20_000
+"""Schedule rows built per second, assumed when choosing the due minute (measured here:
+about 40,000; a busy machine is slower)."""
+
+_COPY = """
+INSERT INTO tickwork.schedules (
+    namespace, name, revision, suspended, spec, fixed_delay, next_run_at, missed_before,
+    created_at, updated_at)
+SELECT t.namespace, 's' || lpad(i::text, 7, '0'), t.revision, t.suspended, t.spec,
+       t.fixed_delay, t.next_run_at, t.missed_before, t.created_at, t.updated_at
+FROM generate_series(%(first)s::integer, %(last)s::integer) AS i
+JOIN tickwork.schedules t
+  ON t.namespace = %(ns)s AND t.name = 's' || lpad((i %% %(spread)s::integer)::text, 7, '0')
+"""
+
+
+def _definition(index: int, minute: int, spread: int) -> ScheduleDefinition:
+    return ScheduleDefinition(
+        name=f"s{index:07d}",
+        job=JobTemplate(kind=KIND),
+        schedule=f"{index % spread} {minute} * * * *",
+    )
+
+
+def _build(
+    url: str, namespaces: tuple[str, ...], per_namespace: int, spread: int, due: datetime
+) -> None:
+    """Each namespace: its ``spread`` first schedules through ``sync_schedules``, the rest
+    copied from them in SQL. Checks a sample of copies against what sync would write."""
+    started = time.perf_counter()
+    app = tickwork.App(url)
+    try:
+        for ns in namespaces:
+            templates = [
+                _definition(i, due.minute, spread) for i in range(min(spread, per_namespace))
+            ]
+            app.sync_schedules(ns, templates, owner=OWNER)
+    finally:
+        app.close()
+    synced = time.perf_counter()
+    with psycopg.connect(url) as conn:
+        for ns in namespaces:
+            conn.execute(
+                _COPY, {"ns": ns, "first": spread, "last": per_namespace - 1, "spread": spread}
+            )
+        conn.commit()
+        copied = time.perf_counter()
+        conn.execute("ANALYZE tickwork.schedules")
+        conn.commit()
+        for index in (spread, per_namespace // 2, per_namespace - 1):
+            if index < spread:
+                continue
+            definition = _definition(index, due.minute, spread)
+            row = conn.execute(
+                "SELECT spec, next_run_at, revision FROM tickwork.schedules"
+                " WHERE namespace = %s AND name = %s",
+                (namespaces[-1], definition.name),
+            ).fetchone()
+            expected = (definition.to_spec(), due + timedelta(seconds=index % spread), 1)
+            if row is None or tuple(row) != expected:
+                raise SystemExit(f"copied row {definition.name} is not what sync writes: {row}")
+        for ns in namespaces:  # as a sync does: the workers look again
+            conn.execute("SELECT pg_notify('tickwork_schedules', %s)", (ns,))
+        conn.commit()
+    total = per_namespace * len(namespaces)
+    took = time.perf_counter() - started
+    print(
+        f"  build: {total:,} schedules in {took:.1f} s ({total / took:,.0f}/s; "
+        f"sync of {min(spread, per_namespace) * len(namespaces):,} {synced - started:.1f} s, "
+        f"copies {copied - synced:.1f} s, ANALYZE {time.perf_counter() - copied:.1f} s)"
+    )
+
+
+def _rss(pid: int) -> tuple[int, int]:
+    """A process's resident set now and at its peak, in MiB (Linux /proc)."""
+    fields = {}
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            key, _, value = line.partition(":")
+            fields[key] = value.split()
+    return int(fields["VmRSS"][0]) // 1024, int(fields["VmHWM"][0]) // 1024
+
+
+_SCALE_FIGURES = """
+SELECT count(*),
+       count(*) FILTER (WHERE committed < %(minute_end)s),
+       coalesce(1000 * percentile_cont(0.5) WITHIN GROUP (ORDER BY lag), 0),
+       coalesce(1000 * percentile_cont(0.99) WITHIN GROUP (ORDER BY lag), 0),
+       coalesce(1000 * max(lag), 0),
+       max(committed)
+FROM (SELECT committed, extract(epoch FROM committed - occurrence_at)::float8 AS lag
+      FROM (SELECT {created} AS committed, occurrence_at
+            FROM tickwork.jobs
+            WHERE schedule_namespace = ANY(%(namespaces)s)
+              AND occurrence_at >= %(start)s AND occurrence_at < %(end)s) AS jobs) AS fired
+"""
+
+
+def run_scale(url: str, schedules: int, namespaces: int, spread: int, processes: int) -> None:
+    if not 1 <= spread <= 60:
+        raise SystemExit("--spread: seconds within the due minute, 1 to 60")
+    names = tuple(f"{NAMESPACE}-{k:03d}" for k in range(namespaces))
+    per_namespace = max(schedules // namespaces, 1)
+    total = per_namespace * namespaces
+    _reset(url, names)
+    print(
+        f"firing at scale: {total:,} schedules in {namespaces} namespaces, due over "
+        f"{spread} s of one minute, P={processes} (each offering every namespace)"
+    )
+    with _workers(url, processes, names) as pids, psycopg.connect(url, autocommit=True) as conn:
+        idle = [_rss(pid)[0] for pid in pids]
+        lead = timedelta(seconds=STARTUP_SECONDS + total / BUILD_RATE)
+        due = (_db_now(conn) + lead).replace(second=0, microsecond=0) + timedelta(minutes=1)
+        _build(url, names, per_namespace, spread, due)
+        ahead = (due - _db_now(conn)).total_seconds()
+        if ahead < 1:
+            raise SystemExit(f"the build ended {-ahead:.1f} s after the due time {due:%H:%M}Z")
+        print(f"  due from {due:%H:%M:%S}Z over {spread} s ({ahead:.1f} s after the build)")
+        while _db_now(conn) < due + timedelta(seconds=spread / 2):
+            time.sleep(0.2)
+        at_due = [_rss(pid)[0] for pid in pids]
+        end = due + timedelta(seconds=spread)
+        minute_end = due + timedelta(minutes=1)
+        _, visible = _wait_for(conn, due, end, total, due + GRACE, names)
+        peaks = [_rss(pid)[1] for pid in pids]
+        source = _lag_source(conn)
+        row = conn.execute(
+            _SCALE_FIGURES.format(created=source),
+            {"namespaces": list(names), "start": due, "end": end, "minute_end": minute_end},
+        ).fetchone()
+    assert row is not None
+    fired, in_minute, p50, p99, worst, last = row
+    status = "all fired" if in_minute == total else f"MISSING {total - in_minute} in the minute"
+    after = ((last or visible) - due).total_seconds()
+    print(f"  fired within the due minute: {in_minute:,} of {total:,} ({status}); {fired:,} in all")
+    print(f"  last job committed {after:.3f} s after the first due time")
+    print(f"  rate: {fired / max(after, spread):,.0f} occurrences/s (over the spread or longer)")
+    _print_lag(Figures(fired, p50, p99, worst, due, last or visible, source))
+    for i in range(len(pids)):
+        print(
+            f"  worker {i} RSS: {idle[i]} MiB started, {at_due[i]} MiB mid-window, "
+            f"peak {peaks[i]} MiB"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
@@ -289,12 +461,21 @@ def main() -> None:
     mode.add_argument("--every-second", type=int, metavar="S", help="S schedules every: 1s")
     parser.add_argument("--seconds", type=int, default=30, help="every-second mode (default 30)")
     parser.add_argument("--processes", type=int, default=2, help="worker processes (default 2)")
+    parser.add_argument(
+        "--namespaces", type=int, help="at scale: schedules spread over K namespaces"
+    )
+    parser.add_argument(
+        "--spread", type=int, help="at scale: due times spread over T seconds of the minute"
+    )
     servers.add_arguments(parser)
     args = parser.parse_args()
 
     def run(url: str) -> None:
         if args.every_second:
             run_every_second(url, args.every_second, args.seconds, args.processes)
+        elif args.namespaces or args.spread:
+            schedules = args.schedules or 1000
+            run_scale(url, schedules, args.namespaces or 1, args.spread or 1, args.processes)
         else:
             run_cron(url, args.schedules or 1000, args.processes)
 

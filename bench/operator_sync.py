@@ -3,18 +3,24 @@
     python bench/operator_sync.py --schedules 1000
     python bench/operator_sync.py --schedules 5000
 
-Runs the real operator (kopf and tickwork's handlers, in a thread of its own, as in the
-tests) against kmock's Kubernetes emulator (``tests/operator/emulator.py``) and a database of
-its own (on the server of ``--database-url``, or a private PostgreSQL with its default
-durability).
+Runs the real operator (``tickwork operator``, a process of its own, as in a cluster) against
+kmock's Kubernetes emulator (``tests/operator/emulator.py``, served by this process) and a
+database of its own (on the server of ``--database-url``, or a private PostgreSQL with its
+default durability).
 Named ``operator_sync.py``, not ``operator.py``: a script's folder comes first on
 ``sys.path``, and a file ``operator.py`` there would shadow the standard library's.
 
 Creates N Schedules in one namespace as fast as the API accepts them (``--concurrency``
 requests in flight), then prints the time until all N are enabled in ``tickwork.schedules``,
-the number of sync transactions the operator used (``tickwork_operator_syncs_total``), and the
-time until every object's status reports ``Ready=True``. The time starts with the first create
-request.
+the number of sync transactions the operator used (``tickwork_operator_syncs_total``), the
+time until every object shows a status and until every status reports ``Ready=True``, the
+requests the operator sent to the API server per Schedule (status patches, other patches,
+Events), the CPU time the operator process used for the burst and its memory (RSS before the
+burst, after it, and its peak). The time starts with the first create request. A worker row
+that stays live stands for the fleet, so statuses say ``Served=True`` as in a cluster with
+workers (without one, every Schedule also gets a ``NoWorker`` Warning Event).
+
+The machine is shared: the CPU seconds are the steadier figure when the load is high.
 """
 
 from __future__ import annotations
@@ -22,14 +28,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import signal
+import socket
+import subprocess
 import sys
 import tempfile
-import threading
 import time
+import urllib.request
+from collections import Counter
 from pathlib import Path
 
+import aiohttp.web
 import kmock
-import prometheus_client
 import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -38,11 +48,11 @@ import servers
 
 from tests.operator.emulator import SCHEDULES, Emulator, kubeconfig, prepare
 from tickwork.db import migrate
-from tickwork.operator import runner
-from tickwork.operator.config import OperatorConfig
 
 NAMESPACE = "bench"
 TIMEOUT = 600.0
+STOP_SECONDS = 30.0
+"""The operator's graceful stop may take this long; then it is killed."""
 
 
 def enabled_count(url: str, namespace: str = NAMESPACE) -> int:
@@ -55,26 +65,91 @@ def enabled_count(url: str, namespace: str = NAMESPACE) -> int:
     return int(row[0])
 
 
-def syncs() -> float:
-    total = 0.0
-    for result in ("success", "invalid", "owned_elsewhere", "database_error"):
-        labels = {"schedule_namespace": NAMESPACE, "result": result}
-        total += (
-            prometheus_client.REGISTRY.get_sample_value("tickwork_operator_syncs_total", labels)
-            or 0.0
+def scrape(port: int) -> dict[str, float]:
+    """The operator's /metrics samples, by their line's name and labels."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    samples = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            samples[name] = float(value)
+    return samples
+
+
+def syncs(samples: dict[str, float]) -> float:
+    return sum(
+        value
+        for name, value in samples.items()
+        if name.startswith("tickwork_operator_syncs_total{")
+        and f'schedule_namespace="{NAMESPACE}"' in name
+    )
+
+
+def memory(pid: int) -> tuple[int, int]:
+    """The process's resident set now and at its peak, in bytes (Linux /proc)."""
+    fields = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        fields[key] = value.split()
+    return int(fields["VmRSS"][0]) * 1024, int(fields["VmHWM"][0]) * 1024
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time the process used so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+_FLEET = """
+INSERT INTO tickwork.workers (name, queues, kinds, namespaces, concurrency, host, pid,
+                              started_at, last_seen_at)
+VALUES ('bench-fleet', '{default}', '{bench.tick}', %s, 1, 'bench', 0, now(),
+        now() + interval '1 day')
+"""
+
+
+def add_fleet(url: str) -> None:
+    """A worker seen "in the future": live for the whole run, offering the namespaces."""
+    with psycopg.connect(url) as conn:
+        conn.execute(_FLEET, ([NAMESPACE, "warm-up"],))
+
+
+class CountingEmulator(Emulator):
+    """The emulator, counting the requests it serves by what they do."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.counts: Counter[str] = Counter()
+
+    async def _handle(self, request: kmock.Request) -> aiohttp.web.StreamResponse:
+        resource = request.resource.plural if request.resource is not None else "-"
+        what = f"{request.action} {resource}" + (
+            f"/{request.subresource}" if request.subresource else ""
         )
-    return total
+        self.counts[what] += 1
+        return await super()._handle(request)
 
 
-def ready_count(server: kmock.KubernetesEmulator) -> int:
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def status_count(server: kmock.KubernetesEmulator) -> tuple[int, int]:
+    """Objects of the benchmark's namespace with a Ready condition, and with Ready=True."""
     resource = kmock.resource(SCHEDULES)
-    count = 0
+    shown = ready = 0
     for (res, namespace, _), obj in list(server.objects.items()):
         if res != resource or namespace != NAMESPACE or obj.deleted:
             continue
         conditions = obj.raw.get("status", {}).get("conditions", [])
-        count += any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
-    return count
+        found = [c for c in conditions if c["type"] == "Ready"]
+        shown += bool(found)
+        ready += any(c["status"] == "True" for c in found)
+    return shown, ready
 
 
 async def create(server: kmock.KubernetesEmulator, namespace: str, i: int) -> None:
@@ -112,49 +187,94 @@ async def wait_for(condition, what: str, *, blocking: bool = True) -> float:  # 
     return time.monotonic()
 
 
-async def bench(url: str, count: int, concurrency: int, status_interval: float) -> None:
-    async with Emulator() as server, kmock.Server(server):
+def start_operator(
+    url: str, kubeconfig_path: str, port: int, args: argparse.Namespace
+) -> subprocess.Popen[bytes]:
+    """``tickwork operator``, standalone, as its own process."""
+    env = {**os.environ, "KUBECONFIG": kubeconfig_path}
+    env.pop("KUBERNETES_SERVICE_HOST", None)
+    command = [
+        sys.executable,
+        "-c",
+        "import sys; from tickwork.cli import main; sys.exit(main())",
+        "operator",
+        "--database-url",
+        url,
+        "--standalone",
+        "--http-host",
+        "127.0.0.1",
+        "--http-port",
+        str(port),
+        "--status-interval",
+        str(args.status_interval),
+        "--log-level",
+        "warning",
+    ]
+    return subprocess.Popen(command, env=env)
+
+
+async def bench(url: str, args: argparse.Namespace) -> None:
+    count = args.schedules
+    async with CountingEmulator() as server, kmock.Server(server):
         prepare(server)
         with tempfile.NamedTemporaryFile("w", suffix=".kubeconfig", delete=False) as config:
             config.write(kubeconfig(str(server.url)))
-        os.environ["KUBECONFIG"] = config.name
-        os.environ.pop("KUBERNETES_SERVICE_HOST", None)
-        settings = OperatorConfig(
-            url,
-            standalone=True,
-            http_port=0,
-            http_host="127.0.0.1",
-            status_interval=status_interval,
-        )
-        stop, ready = threading.Event(), threading.Event()
-        thread = threading.Thread(
-            target=lambda: asyncio.run(runner.run(settings, stop_flag=stop, ready_flag=ready)),
-            daemon=True,
-        )
-        thread.start()
-        await asyncio.to_thread(ready.wait, 30)
-        await create(server, "warm-up", 0)  # synced: the operator's start-up is over
-        await wait_for(lambda: enabled_count(url, "warm-up") == 1, "the warm-up Schedule")
+        port = free_port()
+        operator = start_operator(url, config.name, port, args)
+        try:
+            await create(server, "warm-up", 0)  # synced: the operator's start-up is over
+            await wait_for(lambda: enabled_count(url, "warm-up") == 1, "the warm-up Schedule")
+            rss_idle, _ = memory(operator.pid)
+            cpu_idle = cpu_seconds(operator.pid)
+            requests_before = Counter(server.counts)
 
-        started = time.monotonic()
-        await create_all(server, count, concurrency)
-        created = time.monotonic()
-        stored = await wait_for(lambda: enabled_count(url) == count, "all in PostgreSQL")
-        statuses = await wait_for(
-            lambda: ready_count(server) == count, "every status Ready", blocking=False
-        )
-        transactions = syncs()  # read late: a commit is seen before the counter moves
-        print(f"schedules created at once:        {count}")
-        print(f"all create requests answered:      {created - started:.2f} s")
-        print(f"all {count} in PostgreSQL:          {stored - started:.2f} s")
-        print(f"sync transactions used:            {transactions:.0f}")
-        print(
-            f"every status Ready=True:           {statuses - started:.2f} s "
-            f"(status interval {status_interval:g} s)"
-        )
-        stop.set()
-        await asyncio.to_thread(thread.join, 60)
-        os.unlink(config.name)
+            started = time.monotonic()
+            await create_all(server, count, args.concurrency)
+            created = time.monotonic()
+            stored = await wait_for(lambda: enabled_count(url) == count, "all in PostgreSQL")
+            shown = await wait_for(
+                lambda: status_count(server)[0] == count, "every status", blocking=False
+            )
+            ready = await wait_for(
+                lambda: status_count(server)[1] == count,
+                "every status Ready",
+                blocking=False,
+            )
+            await asyncio.sleep(args.status_interval * 2)  # rounds with nothing to patch
+            samples = await asyncio.to_thread(scrape, port)
+            rss_end, rss_peak = memory(operator.pid)
+            cpu = cpu_seconds(operator.pid) - cpu_idle
+            requests = server.counts - requests_before
+        finally:
+            operator.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.to_thread(operator.wait, STOP_SECONDS)
+            except subprocess.TimeoutExpired:
+                operator.kill()
+                await asyncio.to_thread(operator.wait)
+            os.unlink(config.name)
+    mib = 1024 * 1024
+    print(f"schedules created at once:        {count}")
+    print(f"all create requests answered:      {created - started:.2f} s")
+    print(f"all {count} in PostgreSQL:          {stored - started:.2f} s")
+    print(f"sync transactions used:            {syncs(samples):.0f}")
+    print(
+        f"every object has a status:         {shown - started:.2f} s "
+        f"(status interval {args.status_interval:g} s)"
+    )
+    print(f"every status Ready=True:           {ready - started:.2f} s")
+    writes = {
+        k: v
+        for k, v in sorted(requests.items())
+        if not k.startswith(("list", "watch", "fetch", "create schedules"))
+    }
+    shown = ", ".join(f"{what} {n / count:.2f}" for what, n in writes.items())
+    print(f"operator requests per Schedule:    {shown}")
+    print(f"operator CPU for the burst:        {cpu:.1f} s (user + system)")
+    print(
+        f"operator RSS:                      {rss_idle / mib:.0f} MiB before the burst, "
+        f"{rss_end / mib:.0f} MiB after, peak {rss_peak / mib:.0f} MiB"
+    )
 
 
 def main() -> None:
@@ -166,7 +286,8 @@ def main() -> None:
     args = parser.parse_args()
     with servers.database_server(args.database_url) as url:
         migrate.apply(url)
-        asyncio.run(bench(url, args.schedules, args.concurrency, args.status_interval))
+        add_fleet(url)
+        asyncio.run(bench(url, args))
 
 
 if __name__ == "__main__":

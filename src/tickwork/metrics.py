@@ -354,7 +354,8 @@ OPERATOR_SCHEDULES = Gauge(
 )
 OPERATOR_ERRORS = Counter(
     "tickwork_operator_errors_total",
-    "Operator errors by source: watch, database.",
+    "Operator errors by source: watch, database, status (a status patch the API server "
+    "refused or did not answer).",
     ["source"],
 )
 

@@ -24,6 +24,8 @@ TINY = {
     "--compare": "1",
     "--runs": "1",
     "--processes": "1",
+    "--namespaces": "2",
+    "--spread": "2",
 }
 """Sizes a benchmark of the README is run with here."""
 EXTRA = {

@@ -40,7 +40,7 @@ from tickwork.db import store
 from tickwork.maintenance import firing
 from tickwork.model import Backoff, JobId
 from tickwork.schedules import policies
-from tickwork.schedules.definition import IntervalMode, JobTemplate
+from tickwork.schedules.definition import IntervalMode, JobTemplate, ScheduleDefinition
 from tickwork.worker.runner import Worker
 
 
@@ -336,22 +336,62 @@ async def test_the_cache_follows_revisions(
     app.sync_schedules(NS, [every("a", 60, job=JobTemplate(kind=KIND, payload={"v": 2}))])
     await firing.run_once(aconn, [NS], at(120), cache=cache)
     assert [job["payload"] for job in jobs(conn, "a")] == [{"v": 1}, {"v": 2}]
-    assert cache.get(NS, "a", 2) is not None
+    assert cache.get(NS, "a", spec_key(conn, "a")) is not None
+
+
+def spec_key(conn: psycopg.Connection[Any], name: str) -> str:
+    """The key the firing claim reads for the stored spec of ``name``."""
+    row = conn.execute(
+        "SELECT md5(spec::text) FROM tickwork.schedules WHERE namespace = %s AND name = %s",
+        (NS, name),
+    ).fetchone()
+    assert row is not None
+    return str(row[0])
+
+
+async def test_schedules_with_equal_specs_share_one_parsed_definition(
+    app: tickwork.App, aconn: psycopg.AsyncConnection[Any], conn: psycopg.Connection[Any]
+) -> None:
+    app.sync_schedules(NS, [every(f"s{i}", 60) for i in range(5)] + [every("other", 120)])
+    cache = firing.DefinitionCache()
+    report = await firing.run_once(aconn, [NS], at(600), cache=cache)
+    assert report.fired == 6
+    shared = cache.get(NS, "s0", spec_key(conn, "s0"))
+    assert shared is not None and shared is cache.get(NS, "s4", spec_key(conn, "s4"))
+    assert cache.get(NS, "other", spec_key(conn, "other")) is not shared
+    names = {job["schedule_name"] for job in jobs(conn)}
+    assert names == {"s0", "s1", "s2", "s3", "s4", "other"}, "each job carries its own name"
+
+
+async def test_hashed_cron_fields_are_parsed_per_name(
+    app: tickwork.App, aconn: psycopg.AsyncConnection[Any], conn: psycopg.Connection[Any]
+) -> None:
+    template = JobTemplate(kind=KIND)
+    app.sync_schedules(
+        NS, [ScheduleDefinition(name=n, job=template, schedule="H * * * *") for n in "ab"]
+    )
+    cache = firing.DefinitionCache()
+    await firing.run_once(aconn, [NS], at(7200), cache=cache)
+    a, b = (cache.get(NS, n, spec_key(conn, n)) for n in "ab")
+    assert spec_key(conn, "a") == spec_key(conn, "b")
+    assert a is not None and b is not None and a is not b
+    assert a.definition.name == "a" and b.definition.name == "b"
 
 
 async def test_warming_parses_the_schedules_due_next_ahead_of_time(
-    app: tickwork.App, aconn: psycopg.AsyncConnection[Any]
+    app: tickwork.App, aconn: psycopg.AsyncConnection[Any], conn: psycopg.Connection[Any]
 ) -> None:
     app.sync_schedules(NS, [every("soon", 60), every("later", 3600)])
     cache = firing.DefinitionCache()
     forever = time.monotonic() + 60
 
     assert await firing.warm(aconn, [NS], cache, at(600), time.monotonic() - 1) == 0
-    assert cache.get(NS, "soon", 1) is None, "a deadline already passed parses nothing"
+    soon, later = spec_key(conn, "soon"), spec_key(conn, "later")
+    assert cache.get(NS, "soon", soon) is None, "a deadline already passed parses nothing"
 
     assert await firing.warm(aconn, [NS], cache, at(600), forever) == 1
-    assert cache.get(NS, "soon", 1) is not None
-    assert cache.get(NS, "later", 1) is None, "not due before the horizon"
+    assert cache.get(NS, "soon", soon) is not None
+    assert cache.get(NS, "later", later) is None, "not due before the horizon"
     assert await firing.warm(aconn, [NS], cache, at(600), forever) == 0, "cached already"
 
 

@@ -9,7 +9,6 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-import kopf
 import psycopg
 import pytest
 
@@ -23,6 +22,7 @@ from tickwork.operator import handlers, status, webhook
 from tickwork.operator.config import OperatorConfig
 from tickwork.operator.database import Database
 from tickwork.operator.desired import Desired, Entry, entry_of, group
+from tickwork.operator.reporter import Shown
 from tickwork.operator.syncer import NamespaceState, Outcome, Syncer
 from tickwork.schedules import sync
 from tickwork.schedules.definition import ScheduleDefinition
@@ -404,5 +404,5 @@ def test_status_timestamps_come_from_the_operators_clock() -> None:
     runtime = handlers.Runtime(
         OperatorConfig("postgresql://unused"), Database("postgresql://unused"), clock
     )
-    patch = runtime.report(kopf.Body(body("a", generation=1)), {})
+    patch = runtime.report(Shown.of(body("a", generation=1)), {})
     assert patch["conditions"][0]["lastTransitionTime"] == "2031-05-06T07:08:09Z"

@@ -123,13 +123,25 @@ class DueSchedule:
     state: Any
     failures: int
     """Consecutive failed firings before this one."""
+    spec_key: str
+    """The stored spec's content, hashed: equal specs, equal keys."""
     now: datetime
+
+
+CLAIM_CANDIDATES = 4
+"""A claim reads this many batches' worth of due schedules unlocked and locks one batch of
+them, skipping those other workers hold."""
 
 
 def claim_due(namespaces: Sequence[str], limit: int, now: datetime | None) -> Op[list[DueSchedule]]:
     return Op(
         "schedule_claim_due",
-        {"namespaces": list(namespaces), "limit": limit, "now": now},
+        {
+            "namespaces": list(namespaces),
+            "limit": limit,
+            "candidates": limit * CLAIM_CANDIDATES,
+            "now": now,
+        },
         lambda rows: [DueSchedule(**row) for row in rows],
         binary=True,
     )
@@ -266,12 +278,13 @@ class NextDue:
 
 def upcoming(
     namespaces: Sequence[str], before: datetime, limit: int
-) -> Op[list[tuple[str, str, int]]]:
-    """(namespace, name, revision) of the schedules due before ``before``, earliest first."""
+) -> Op[list[tuple[str, str, int, str]]]:
+    """(namespace, name, revision, spec key) of the schedules due before ``before``, earliest
+    first."""
     return Op(
         "schedule_upcoming",
         {"namespaces": list(namespaces), "before": before, "limit": limit},
-        lambda rows: [(r["namespace"], r["name"], r["revision"]) for r in rows],
+        lambda rows: [(r["namespace"], r["name"], r["revision"], r["spec_key"]) for r in rows],
     )
 
 

@@ -99,6 +99,13 @@ class OperatorConfig:
         default=10.0,
         checks=[positive],
     )
+    status_concurrency: int = setting(
+        "status patches in flight at once: each status round patches only the Schedules whose "
+        "status changed, at most this many requests at a time",
+        group="operator",
+        default=10,
+        checks=[positive],
+    )
     live_worker_seconds: float = setting(
         "a worker seen within this long is alive, for the Served condition (the workers' own "
         "expiry time, --worker-ttl-seconds)",

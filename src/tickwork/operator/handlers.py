@@ -1,9 +1,9 @@
 """kopf registration: every handler is a closure over one :class:`Runtime`, registered in the
 :class:`kopf.OperatorRegistry` given (no module-level state).
 
-* ``desired`` (index): each object's :class:`~tickwork.operator.desired.Entry`, keyed by its
-  schedule namespace. kopf runs no other handler before every watched resource's initial
-  listing is indexed.
+* ``desired`` (index): each object as :class:`~tickwork.operator.reporter.Shown` (its
+  :class:`~tickwork.operator.desired.Entry` and its body), keyed by its schedule namespace.
+  kopf runs no other handler before every watched resource's initial listing is indexed.
 * ``changed`` (every watch event): wakes the syncer, and answers a run-now token
   (:mod:`tickwork.operator.run_now`: one job per token, awaited by this object's handler
   only, never by the syncer).
@@ -12,12 +12,15 @@
   Schedule against them.
 * ``deleted`` (finalizer): returns once a sync without the object committed, so its
   definition is disabled before the object goes.
-* ``report`` (timer): patches the status when it differs, posts a Warning Event when the
-  Ready condition turns to a failure (InvalidSpec, SyncFailed) or Served turns False
-  (NoWorker, KindNotRegistered, QueueNotServed), and the rate-limited Events of
-  :mod:`tickwork.operator.events` (SuccessfulCreate, SawCompletedJob, ...); tries again a
-  run-now token that had to wait (not synced yet, database unavailable).
-* startup/cleanup: the syncer and status loops; login: service account, else kubeconfig.
+* startup/cleanup: the syncer, the status board and the status loop
+  (:mod:`tickwork.operator.reporter`, one for all objects, after each board refresh:
+  :meth:`Runtime.report` per object); login: service account, else kubeconfig.
+
+:meth:`Runtime.report` computes one object's status patch, posts a Warning Event when the
+Ready condition turns to a failure (InvalidSpec, SyncFailed) or Served turns False (NoWorker,
+KindNotRegistered, QueueNotServed), and the rate-limited Events of :mod:`tickwork.operator.events`
+(SuccessfulCreate, SawCompletedJob, ...); the status round also tries again a run-now token
+that had to wait (not synced yet, database unavailable).
 
 No handler raises for what an object holds: translation reports a bad spec as InvalidSpec
 (:mod:`tickwork.operator.translate`), so every object is indexed (the complete-view barrier
@@ -32,6 +35,7 @@ import asyncio
 import logging
 import sys
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import kopf
@@ -46,6 +50,8 @@ from tickwork.operator.board import Board
 from tickwork.operator.config import GROUP, PLURAL, VERSION, OperatorConfig
 from tickwork.operator.database import Database
 from tickwork.operator.desired import Entry, entry_of
+from tickwork.operator.kube import StatusWriter
+from tickwork.operator.reporter import Reporter, Shown
 from tickwork.operator.syncer import Outcome, Syncer
 from tickwork.schedules.definition import stored_kind
 
@@ -79,7 +85,7 @@ class Runtime:
         self.database = database
         self.stalled: str | None = None
         """Why the start has waited too long for the complete view (None: it has not)."""
-        self.index: kopf.Index[str, Entry] | None = None
+        self.index: kopf.Index[str, Shown] | None = None
         self.board = Board(database, self._namespaces, config.live_worker_seconds)
         self.events = events.Recorder(config.event_window_seconds)
         self.policies = tenants.Policies()
@@ -97,14 +103,19 @@ class Runtime:
         )
         self.lister = listing.Lister(config.namespaces)
         self.run_now = run_now.RunNow(database, self.ready, self.supplies, self.clock.wall)
+        self.reporter = Reporter(self.shown, self._report, StatusWriter(config.status_concurrency))
         self._seen: dict[tuple[str, str], tuple[Any, ...]] = {}
         self._tasks: list[asyncio.Task[None]] = []
 
-    def entries(self) -> Iterator[Entry]:
+    def shown(self) -> Iterator[Shown]:
         if self.index is None:
             return
         for namespace in self.index:
             yield from self.index[namespace]
+
+    def entries(self) -> Iterator[Entry]:
+        for shown in self.shown():
+            yield shown.entry
 
     def observe(self, event_type: str | None, body: kopf.Body) -> None:
         """Wake the syncer when what the sync depends on changed (not on status patches)."""
@@ -113,6 +124,7 @@ class Runtime:
             self._seen.pop(key, None)
             self.run_now.forget(key)
             self.events.forget(key)
+            self.reporter.forget(key)
             self.syncer.notify()
             return
         # The translation, not the raw spec: it is what a sync reads, and comparing it never
@@ -142,7 +154,7 @@ class Runtime:
                 return f"{task.get_name()} stopped"
         return None
 
-    def start(self, index: kopf.Index[str, Entry]) -> None:
+    def start(self, index: kopf.Index[str, Shown]) -> None:
         self.index = index
 
         async def complete(
@@ -166,8 +178,9 @@ class Runtime:
         self._tasks = [
             asyncio.create_task(self.syncer.run(barrier), name="syncer"),
             asyncio.create_task(
-                self.board.run(self.config.status_interval, self._count), name="status board"
+                self.board.run(self.config.status_interval, self._refreshed), name="status board"
             ),
+            asyncio.create_task(self.reporter.run(), name="status loop"),
         ]
 
     async def stop(self) -> None:
@@ -198,6 +211,10 @@ class Runtime:
             row=self.board.rows.get((entry.translation.namespace, entry.translation.name)),
         )
 
+    def _refreshed(self) -> None:
+        self._count()
+        self.reporter.wake()
+
     def _count(self) -> None:
         counts = dict.fromkeys(("True", "False", "Unknown"), 0)
         for entry in self.entries():
@@ -221,10 +238,31 @@ class Runtime:
             database_error=self.board.error,
         )
 
-    def report(self, body: kopf.Body, current: dict[str, Any]) -> dict[str, Any]:
+    async def _report(self, shown: Shown, current: dict[str, Any]) -> dict[str, Any]:
+        """One object's status round: a run-now token that waited, then the status."""
+        changes = await self.run_now.handle(shown.body, current)
+        changes.update(self.report(shown, current))
+        return changes
+
+    def _new(self, entry: Entry, now: datetime) -> bool:
+        """Whether the object was created within the last status interval."""
+        if entry.created is None:
+            return False
+        try:
+            created = datetime.fromisoformat(entry.created)
+        except ValueError:
+            return False
+        if created.tzinfo is None:
+            created = created.replace(tzinfo=UTC)
+        return (now - created).total_seconds() < self.config.status_interval
+
+    def report(self, shown: Shown, current: dict[str, Any]) -> dict[str, Any]:
         """The status patch for one object, posting Events on transitions."""
-        entry = entry_of(body)
+        body, entry = shown.body, shown.entry
         condition = self.ready(entry)
+        now = self.clock.wall()
+        if not current and condition.reason == run_now.PENDING and self._new(entry, now):
+            return {}  # its first sync is on its way: its first status shows the outcome
         key = (entry.translation.namespace, entry.translation.name)
         # A refused object never shows another's row or job ids.
         refused = entry.key in self.syncer.desired.refused
@@ -233,7 +271,6 @@ class Runtime:
         active = () if refused else self.board.active.get(key, ())
         found = status.facts(row, active, last)
         service = self.served(entry, row)
-        now = self.clock.wall()
         changes = status.patch(current, entry, condition, found, now, served=service)
         before = status.previous(current)
         if condition.failed and (before is None or before.message != condition.message):
@@ -258,9 +295,10 @@ def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
         return kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
 
     @kopf.index(*resource, id="desired", registry=registry)
-    async def desired(body: kopf.Body, **_: Any) -> dict[str, Entry]:
-        entry = entry_of(body)
-        return {entry.translation.namespace: entry}
+    async def desired(body: kopf.Body, **_: Any) -> dict[str, Shown]:
+        runtime.reporter.capture()  # kopf's context of object handlers, to post Events
+        shown = Shown.of(body)
+        return {shown.entry.translation.namespace: shown}
 
     @kopf.on.startup(registry=registry)
     async def start(**kwargs: Any) -> None:
@@ -300,10 +338,3 @@ def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
             raise kopf.TemporaryError(state.message, delay=RETRY_DELETION_SECONDS)
         message = f"deleted without disabling its definition: {state.message}"
         kopf.event(body, type="Warning", reason="SyncFailed", message=message)
-
-    @kopf.timer(*resource, interval=runtime.config.status_interval, registry=registry)
-    async def report(body: kopf.Body, status: kopf.Status, patch: kopf.Patch, **_: Any) -> None:
-        patch.status.update(await runtime.run_now.handle(body, status))
-        changes = runtime.report(body, dict(status))
-        if changes:
-            patch.status.update(changes)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -23,25 +22,12 @@ import kubernetes
 
 from tickwork.logs import fields
 from tickwork.operator.config import GROUP, PLURAL, VERSION
+from tickwork.operator.kube import api_client
 
 log = logging.getLogger(__name__)
 
 ListedKey = tuple[str, str, str | None]
 """(namespace, name, uid) of a Schedule object."""
-
-
-def api_client() -> kubernetes.client.ApiClient:
-    """A client with the in-cluster service account, else the kubeconfig (``$KUBECONFIG``)."""
-    configuration = kubernetes.client.Configuration()
-    try:
-        kubernetes.config.load_incluster_config(  # type: ignore[no-untyped-call]
-            client_configuration=configuration
-        )
-    except kubernetes.config.ConfigException:
-        kubernetes.config.load_kube_config(  # type: ignore[no-untyped-call]
-            config_file=os.environ.get("KUBECONFIG"), client_configuration=configuration
-        )
-    return kubernetes.client.ApiClient(configuration)
 
 
 class Lister:

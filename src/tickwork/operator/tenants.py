@@ -11,7 +11,8 @@ from typing import Any
 import kubernetes
 
 from tickwork.operator.config import GROUP, VERSION
-from tickwork.operator.listing import ListedKey, api_client
+from tickwork.operator.kube import api_client
+from tickwork.operator.listing import ListedKey
 from tickwork.schedules.tenancy import TenantPolicy, policy_of
 
 PLURAL = "tenantpolicies"

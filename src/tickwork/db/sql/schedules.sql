@@ -56,26 +56,40 @@ ANALYZE tickwork.schedules;
 SELECT pg_notify('tickwork_schedules', %(namespace)s);
 
 -- name: schedule_claim_due
--- Firing: lock a batch of due schedules of the offered namespaces; others skip them. Each
--- namespace is read through its own index range; with several namespaces, rows locked
--- beyond the batch stay due and are fired by the next batch (or another worker). A schedule
--- whose firing failed waits for its retry time.
-SELECT due.namespace, due.name, due.revision, due.next_run_at, due.missed_before, due.state,
-       due.firing_failures AS failures, coalesce(%(now)s, now()) AS now
-FROM unnest(%(namespaces)b::text[]) AS offered(namespace)
-CROSS JOIN LATERAL (
-    SELECT namespace, name, revision, next_run_at, missed_before, state, firing_failures
-    FROM tickwork.schedules s
-    WHERE s.namespace = offered.namespace
-      AND s.enabled AND NOT s.suspended
-      AND s.next_run_at <= coalesce(%(now)s, now())
-      AND (s.firing_retry_at IS NULL OR s.firing_retry_at <= coalesce(%(now)s, now()))
-    ORDER BY s.next_run_at
-    LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
-) AS due
-ORDER BY due.next_run_at
-LIMIT %(limit)s;
+-- Firing: lock a batch of due schedules of the offered namespaces, the earliest first; others
+-- skip them. Each namespace is read through its own index range, without locking: the
+-- earliest %(candidates)s of them all are candidates, and only the batch is locked, skipping
+-- candidates another worker holds (so the candidates are a few batches' worth). Locking
+-- inside each namespace's range would lock up to a batch per namespace for one batch in all.
+-- A schedule whose firing failed waits for its retry time. spec_key names the stored spec's
+-- content (its canonical jsonb text): schedules with equal specs share one parsed definition.
+WITH candidate AS (
+    SELECT due.namespace, due.name, due.next_run_at
+    FROM unnest(%(namespaces)b::text[]) AS offered(namespace)
+    CROSS JOIN LATERAL (
+        SELECT namespace, name, next_run_at
+        FROM tickwork.schedules s
+        WHERE s.namespace = offered.namespace
+          AND s.enabled AND NOT s.suspended
+          AND s.next_run_at <= coalesce(%(now)s, now())
+          AND (s.firing_retry_at IS NULL OR s.firing_retry_at <= coalesce(%(now)s, now()))
+        ORDER BY s.next_run_at
+        LIMIT %(limit)s
+    ) AS due
+    ORDER BY due.next_run_at
+    LIMIT %(candidates)s
+)
+SELECT s.namespace, s.name, s.revision, s.next_run_at, s.missed_before, s.state,
+       s.firing_failures AS failures, md5(s.spec::text) AS spec_key,
+       coalesce(%(now)s, now()) AS now
+FROM candidate c
+JOIN tickwork.schedules s ON s.namespace = c.namespace AND s.name = c.name
+WHERE s.enabled AND NOT s.suspended
+  AND s.next_run_at <= coalesce(%(now)s, now())
+  AND (s.firing_retry_at IS NULL OR s.firing_retry_at <= coalesce(%(now)s, now()))
+ORDER BY c.next_run_at
+LIMIT %(limit)s
+FOR UPDATE OF s SKIP LOCKED;
 
 -- name: schedule_specs
 -- The stored specs of some schedules (definitions not in the firing cache yet).
@@ -140,12 +154,13 @@ SELECT coalesce(%(now)s, now()) AS now,
         ) AS first) AS next_run_at;
 
 -- name: schedule_upcoming
--- Schedules of the offered namespaces due before a horizon (the firing loop parses their
--- definitions ahead of time, while it would otherwise sleep); set-aside ones are left out.
-SELECT soon.namespace, soon.name, soon.revision
+-- Schedules of the offered namespaces due before a horizon, the earliest first across them
+-- all (the firing loop parses their definitions ahead of time, while it would otherwise
+-- sleep); set-aside ones are left out.
+SELECT soon.namespace, soon.name, soon.revision, md5(soon.spec::text) AS spec_key
 FROM unnest(%(namespaces)b::text[]) AS offered(namespace)
 CROSS JOIN LATERAL (
-    SELECT namespace, name, revision
+    SELECT namespace, name, revision, next_run_at, spec
     FROM tickwork.schedules s
     WHERE s.namespace = offered.namespace
       AND s.enabled AND NOT s.suspended
@@ -153,7 +168,9 @@ CROSS JOIN LATERAL (
       AND s.firing_retry_at IS NULL
     ORDER BY s.next_run_at
     LIMIT %(limit)s
-) AS soon;
+) AS soon
+ORDER BY soon.next_run_at
+LIMIT %(limit)s;
 
 -- name: schedule_lock_one
 -- One schedule, locked (fire_schedule, backfill, trigger).

@@ -1,11 +1,15 @@
-"""Parsed definitions for the firing pass: a stored spec is parsed once per (namespace,
-name, revision) and kept in a :class:`DefinitionCache`; :func:`warm` fills it ahead of the
+"""Parsed definitions for the firing pass: a stored spec is parsed once and kept in a
+:class:`DefinitionCache` by its content (the spec key the claim reads), so schedules with
+equal specs share one parsed definition: a million schedules made from a few hundred specs
+cost a few hundred parses and entries, not a million. :func:`warm` fills it ahead of the
 schedules due next, while the loop would otherwise sleep."""
 
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -51,19 +55,37 @@ def describe(exc: BaseException) -> str:
 
 
 class DefinitionCache:
-    """Compiled definitions by (namespace, name, revision); when full, the oldest go first."""
+    """Compiled definitions by (namespace, spec key), and by name too for a cron expression
+    that may hold hashed ``H`` fields (seeded by the name). A definition found under another
+    schedule's name is that one's: :func:`named` gives it the name of the schedule firing.
+    When full, the oldest go first (an ordered dict: a plain dict's first key is found by
+    skipping the slots its deletions left, slower the longer the cache ran full)."""
 
     def __init__(self, size: int = FiringConfig.cache_size) -> None:
-        self._size = size
-        self._entries: dict[tuple[str, str, int], Compiled] = {}
+        self.size = size
+        self._entries: OrderedDict[tuple[str, str, str], Compiled] = OrderedDict()
 
-    def get(self, namespace: str, name: str, revision: int) -> Compiled | None:
-        return self._entries.get((namespace, name, revision))
+    def get(self, namespace: str, name: str, spec_key: str) -> Compiled | None:
+        shared = self._entries.get((namespace, spec_key, ""))
+        return shared if shared is not None else self._entries.get((namespace, spec_key, name))
 
-    def put(self, namespace: str, name: str, revision: int, compiled: Compiled) -> None:
-        if len(self._entries) >= self._size:
-            del self._entries[next(iter(self._entries))]
-        self._entries[namespace, name, revision] = compiled
+    def put(self, namespace: str, name: str, spec_key: str, compiled: Compiled) -> None:
+        if len(self._entries) >= self.size:
+            self._entries.popitem(last=False)
+        self._entries[namespace, spec_key, name if _seeded(compiled) else ""] = compiled
+
+
+def _seeded(compiled: Compiled) -> bool:
+    """Whether the timetable may depend on the schedule's name (an ``H`` in the expression;
+    day names such as THU count too, which only costs sharing)."""
+    schedule = compiled.definition.schedule
+    return schedule is not None and "H" in schedule.upper()
+
+
+def named(compiled: Compiled, name: str) -> ScheduleDefinition:
+    """The definition as the schedule ``name``'s own (the jobs carry its name)."""
+    definition = compiled.definition
+    return definition if definition.name == name else replace(definition, name=name)
 
 
 async def warm(
@@ -76,23 +98,28 @@ async def warm(
 ) -> int:
     """Parse the definitions of the schedules due before ``before`` into ``cache``, a chunk
     at a time, until done or ``time.monotonic()`` passes ``deadline``; returns how many.
-    Commits after each read, so no transaction stays open while parsing."""
-    soon = await store.arun(conn, db.upcoming(namespaces, before, config.cache_size))
+    Only the cache's size of them, the earliest due first: parsing more would evict the
+    ones needed first. Commits after each read, so no transaction stays open while parsing."""
+    soon = await store.arun(conn, db.upcoming(namespaces, before, cache.size))
     await conn.commit()
-    missing = [(ns, name, rev) for ns, name, rev in soon if cache.get(ns, name, rev) is None]
+    missing: dict[tuple[str, str], tuple[str, str, int, str]] = {}
+    for ns, name, revision, key in soon:
+        if cache.get(ns, name, key) is None:
+            missing.setdefault((ns, key), (ns, name, revision, key))
+    wanted = list(missing.values())
     parsed = 0
-    for start in range(0, len(missing), config.warm_chunk):
+    for start in range(0, len(wanted), config.warm_chunk):
         if time.monotonic() >= deadline:
             break
-        chunk = missing[start : start + config.warm_chunk]
-        specs = await store.arun(conn, db.get_specs([(ns, name) for ns, name, _ in chunk]))
+        chunk = wanted[start : start + config.warm_chunk]
+        specs = await store.arun(conn, db.get_specs([(ns, name) for ns, name, _, _ in chunk]))
         await conn.commit()
-        for namespace, name, _ in chunk:
+        for namespace, name, revision, key in chunk:
             stored = specs.get((namespace, name))
-            if stored is None:
-                continue
+            if stored is None or stored.revision != revision:
+                continue  # changed since: its new spec has another key
             compiled = parse(namespace, name, stored.spec)
             if isinstance(compiled, Compiled):  # else the firing pass sets it aside
-                cache.put(namespace, name, stored.revision, compiled)
+                cache.put(namespace, name, key, compiled)
                 parsed += 1
     return parsed

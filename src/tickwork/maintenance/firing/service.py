@@ -17,7 +17,7 @@ from tickwork.db import schedules as db
 from tickwork.logs import fields
 from tickwork.maintenance.firing import metrics as firing_metrics
 from tickwork.maintenance.firing import planner
-from tickwork.maintenance.firing.cache import DefinitionCache, describe, parse
+from tickwork.maintenance.firing.cache import DefinitionCache, describe, named, parse
 from tickwork.maintenance.firing.config import (
     DEFAULTS,
     RETRY_FIRST,
@@ -88,28 +88,28 @@ def _plan(
 async def _compile(
     conn: connections.AsyncConnection, due: list[db.DueSchedule], cache: DefinitionCache
 ) -> dict[jobs_db.Key, Compiled | str]:
-    """Each claimed schedule's compiled definition, or why its stored spec cannot be read."""
+    """Each claimed schedule's compiled definition, or why its stored spec cannot be read.
+    A spec not cached is read and parsed once for all the schedules of the batch sharing it."""
     compiled: dict[jobs_db.Key, Compiled | str] = {}
-    missing: list[jobs_db.Key] = []
+    missing: list[db.DueSchedule] = []
     for row in due:
-        hit = cache.get(row.namespace, row.name, row.revision)
+        hit = cache.get(row.namespace, row.name, row.spec_key)
         if hit is None:
-            missing.append((row.namespace, row.name))
+            missing.append(row)
         else:
             compiled[row.namespace, row.name] = hit
     if not missing:
         return compiled
-    specs = await store.arun(conn, db.get_specs(missing))
-    for row in due:
+    specs = await store.arun(conn, db.get_specs([(row.namespace, row.name) for row in missing]))
+    for row in missing:
         key = (row.namespace, row.name)
-        if key not in missing:
-            continue
         stored = specs[key]
         if stored.revision != row.revision:
             raise _Stale(f"{row.namespace}/{row.name}")
-        entry = compiled[key] = parse(row.namespace, row.name, stored.spec)
-        if isinstance(entry, Compiled):
-            cache.put(row.namespace, row.name, row.revision, entry)
+        hit = cache.get(row.namespace, row.name, row.spec_key)  # parsed for another row
+        entry = compiled[key] = hit or parse(row.namespace, row.name, stored.spec)
+        if hit is None and isinstance(entry, Compiled):
+            cache.put(row.namespace, row.name, row.spec_key, entry)
     return compiled
 
 
@@ -282,8 +282,9 @@ async def _settle(
     plans = [p for p in plans if p.key not in deferred]
     for p in plans:
         p.step = "making its jobs"
+        definition = named(p.compiled, p.due.name)
         p.jobs = [
-            policies.schedule_job(p.due.namespace, p.compiled.definition, occurrence, p.due.state)
+            policies.schedule_job(p.due.namespace, definition, occurrence, p.due.state)
             for occurrence in p.fire
         ]
     jobs = [job for p in plans for job in p.jobs]
