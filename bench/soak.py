@@ -16,13 +16,17 @@ size, live and dead tuples. With ``--explain``, the claim's ``EXPLAIN (ANALYZE, 
 before the transaction opens and just before it ends is printed after the table. At the end:
 the median drain rate before, during and after the transaction, the drop while it was open
 and how long the rate took to come back after it ended (goal: at most a 20 % drop, back
-within 60 s). Runs on a database of its own (see servers.py).
+within 60 s). With ``--statements`` (the private server then preloads pg_stat_statements),
+where the database's time went in each phase: the statements taking the most execution time,
+per second of the phase, with their calls and shared buffers per call. Runs on a database
+of its own (see servers.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import multiprocessing
 import os
 import signal
@@ -48,6 +52,8 @@ KIND = "bench.noop"
 PROBE_BATCH = 10
 """Jobs the probe's claim asks for: what a default worker (concurrency 10, prefetch as many)
 asks for once half its slots are free."""
+STOP_SECONDS = 60.0
+"""How long a process may take to stop after SIGTERM (the workers' grace is 30 s)."""
 GOAL_DROP = 0.20
 GOAL_RECOVERY_SECONDS = 60.0
 TABLE = """
@@ -214,6 +220,7 @@ def soak(url: str, args: argparse.Namespace) -> list[Sample]:
     holder = threading.Thread(target=_hold, args=(url, args.hold, holding), daemon=True)
     samples: list[Sample] = []
     plans: list[str] = []
+    readings: list[tuple[str, float, measure.Statements]] = []
     print(
         f"soak: {args.seconds:g}s, {args.rate} jobs/s offered, {args.processes} workers "
         f"(defaults, retention {args.retention:g}s); REPEATABLE READ held {args.hold:g}s "
@@ -224,12 +231,22 @@ def soak(url: str, args: argparse.Namespace) -> list[Sample]:
     )
     try:
         with psycopg.connect(url, autocommit=True) as conn, ClaimProbe(url, args.probe) as probe:
+            statements = args.statements and measure.statements_enable(conn)
+            if args.statements and not statements:
+                print("--statements: the server does not preload pg_stat_statements")
+
+            def reading(phase: str) -> None:
+                if statements:
+                    readings.append((phase, time.monotonic(), measure.statements(conn)))
+
             start = time.monotonic()
+            reading("before")
             last, last_at = _scrape(ports), start
             while time.monotonic() - start < args.seconds:
                 if not holding.is_set() and time.monotonic() - start >= hold_at:
                     if args.explain:
                         plans.append(probe.explain("claim before the transaction opened"))
+                    reading("holding")
                     holder.start()
                     holding.wait()
                 elif (
@@ -248,6 +265,8 @@ def soak(url: str, args: argparse.Namespace) -> list[Sample]:
                 phase = "before"
                 if holding.is_set():
                     phase = "holding" if holder.is_alive() else "after"
+                if phase == "after" and readings and readings[-1][0] == "holding":
+                    reading("after")
                 row = conn.execute(TABLE).fetchone()
                 assert row is not None
                 table, indexes, live, dead, backlog = row
@@ -260,17 +279,36 @@ def soak(url: str, args: argparse.Namespace) -> list[Sample]:
                     f"{live:8,}  {dead:8,}",
                     flush=True,
                 )
+            reading("end")
     finally:
         for process in (producer, *workers):
             if process.pid is not None:
                 os.kill(process.pid, signal.SIGTERM)
         for process in (producer, *workers):
-            process.join()
+            process.join(STOP_SECONDS)
+            if process.is_alive() and process.pid is not None:  # its second SIGTERM: at once
+                print(f"{process.name} still running {STOP_SECONDS:g}s after SIGTERM: sent again")
+                os.kill(process.pid, signal.SIGTERM)
+                process.join()
         if holder.is_alive():
             holder.join()
     for plan in plans:
         print(plan)
+    _print_statements(readings)
     return samples
+
+
+def _print_statements(readings: list[tuple[str, float, measure.Statements]]) -> None:
+    for (phase, began, before), (_, ended, after) in itertools.pairwise(readings):
+        seconds = ended - began
+        print(f"statements {phase} ({seconds:.0f} s), by execution time:")
+        print("   ms/s      calls/s   ms/call  buffers/call  statement")
+        for s in measure.statements_between(before, after, 6):
+            calls = max(s.calls, 1)
+            print(
+                f"  {s.ms / seconds:6.1f}  {s.calls / seconds:10.1f}  {s.ms / calls:8.2f}  "
+                f"{s.buffers / calls:12.0f}  {s.name}"
+            )
 
 
 def _figure(value: float | None) -> str:
@@ -321,11 +359,17 @@ def main() -> None:
         action="store_true",
         help="print the claim's EXPLAIN (ANALYZE, BUFFERS) before and near the end of the hold",
     )
+    parser.add_argument(
+        "--statements",
+        action="store_true",
+        help="print where the database's time went in each phase (pg_stat_statements)",
+    )
     servers.add_arguments(parser)
     args = parser.parse_args()
     if args.hold >= args.seconds:
         parser.error("--hold: must be shorter than --seconds")
-    with servers.database_server(args.database_url) as url:
+    preload = {"shared_preload_libraries": "pg_stat_statements"} if args.statements else {}
+    with servers.database_server(args.database_url, **preload) as url:
         summary(soak(url, args))
 
 
