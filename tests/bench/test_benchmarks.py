@@ -30,6 +30,7 @@ EXTRA = {
     "bench/claim.py": ["--busy-jobs", "1000"],
     "bench/faults.py": ["--jobs", "200", "--workers", "2", "--cut-seconds", "3"],
     "bench/soak.py": ["--seconds", "30", "--hold", "10", "--sample", "5", "--rate", "500"],
+    "bench/history.py": ["--finished", "3000", "--claims", "50", "--schedules", "20"],
 }
 """Options added so the run stays small (the defaults are the benchmark's real sizes)."""
 
