@@ -18,7 +18,9 @@ default) deletes none of them during the run. Each time it measures:
   p50/p99/max and occurrences per second;
 - the jobs table's size and each of its indexes'.
 
-and prints both side by side. Runs on a private PostgreSQL with its default durability and
+and prints both side by side. With ``--statements`` (the private server then preloads
+pg_stat_statements), it also prints the statements that took the most database time during
+each firing measurement. Runs on a private PostgreSQL with its default durability and
 ``track_commit_timestamp`` on (or a database of its own on ``--database-url``; see
 servers.py).
 """
@@ -82,6 +84,8 @@ class Figures:
     claim_ms: list[float]
     cron: firing.CronRun
     sizes: dict[str, int]
+    statements: list[measure.Statement]
+    """While firing: the statements that took the most time (with ``--statements``)."""
 
 
 def _claims(conn: psycopg.Connection[Any], backlog: int, batch: int, claims: int) -> list[float]:
@@ -118,8 +122,12 @@ def _measure(url: str, finished: int, args: argparse.Namespace) -> Figures:
         conn.execute("VACUUM ANALYZE tickwork.jobs")
         claim = _claims(conn, args.backlog, args.batch, args.claims)
         sizes = _sizes(conn)
-    cron = firing.measure_cron(url, args.schedules, args.processes, quiet=True)
-    return Figures(finished, [1000 * t for t in claim], cron, sizes)
+        statements = args.statements and measure.statements_enable(conn)
+        before = measure.statements(conn) if statements else {}
+        cron = firing.measure_cron(url, args.schedules, args.processes, quiet=True)
+        after = measure.statements(conn) if statements else {}
+        spent = measure.statements_between(before, after, 8)
+    return Figures(finished, [1000 * t for t in claim], cron, sizes, spent)
 
 
 def _build(url: str, total: int) -> None:
@@ -182,6 +190,11 @@ def report(empty: Figures, full: Figures, args: argparse.Namespace) -> None:
     for name in sorted(set(empty.sizes) | set(full.sizes), key=lambda n: (n != "table", n)):
         label = "jobs table" if name == "table" else f"  index {name.removeprefix('tickwork.')}"
         row(label, _mb(empty.sizes.get(name)), _mb(full.sizes.get(name)))
+    for figures in (empty, full):
+        if figures.statements:
+            print(f"while firing, {figures.finished:,} finished: total ms, calls, statement")
+        for s in figures.statements:
+            print(f"  {s.ms:10.1f}  {s.calls:7,}  {s.name}")
 
 
 def main() -> None:
@@ -194,12 +207,18 @@ def main() -> None:
     parser.add_argument("--claims", type=int, default=2000, help="claims timed")
     parser.add_argument("--schedules", type=int, default=1000, help="schedules due at once")
     parser.add_argument("--processes", type=int, default=2, help="worker processes firing")
+    parser.add_argument(
+        "--statements",
+        action="store_true",
+        help="print the statements taking the most time while firing (pg_stat_statements)",
+    )
     servers.add_arguments(parser)
     args = parser.parse_args()
     for name in ("finished", "backlog", "batch", "claims", "schedules", "processes"):
         if getattr(args, name) < 1:
             parser.error(f"--{name}: must be at least 1")
-    with servers.database_server(args.database_url, track_commit_timestamp="on") as url:
+    preload = {"shared_preload_libraries": "pg_stat_statements"} if args.statements else {}
+    with servers.database_server(args.database_url, track_commit_timestamp="on", **preload) as url:
         migrate.apply(url)
         print(f"history: claim and firing latency, empty vs {args.finished:,} finished jobs")
         print("  measuring with an empty history")
