@@ -188,8 +188,6 @@ RETURNING j.id, j.cancel_requested_at IS NOT NULL AS stop_requested;
 -- Mark jobs succeeded, fenced by version, with their return values (NULL: none kept; the
 -- worker keeps those of schedule jobs, their schedules' carried state); returns the ids that
 -- were updated. The trigger jobs_schedule_ended updates their schedules in the same statement.
--- The ids are also given as an array, so the rows are found by primary key: a scan of the
--- running jobs (jobs_lease_idx) walks every job run since the oldest open snapshot.
 UPDATE tickwork.jobs j
 SET status = 'succeeded',
     finished_at = coalesce(%(now)s, now()),
@@ -198,8 +196,7 @@ SET status = 'succeeded',
     version = j.version + 1
 FROM unnest(%(ids)s::bigint[], %(versions)s::integer[], %(results)s::jsonb[])
      AS done(id, version, result)
-WHERE j.id = ANY(%(ids)s::bigint[])
-  AND j.id = done.id AND j.version = done.version AND j.status = 'running'
+WHERE j.id = done.id AND j.version = done.version AND j.status = 'running'
 RETURNING j.id;
 
 -- name: job_retry_later
