@@ -132,7 +132,7 @@ def _reset(url: str, namespaces: tuple[str, ...] = (NAMESPACE,)) -> None:
         conn.execute("DELETE FROM tickwork.workers WHERE name LIKE %s", (WORKER_PREFIX + "%",))
 
 
-def _sync(url: str, definitions: list[ScheduleDefinition]) -> float:
+def _sync(url: str, definitions: list[ScheduleDefinition], *, quiet: bool = False) -> float:
     """Sync ``definitions`` into the benchmark's namespace; returns the seconds it took."""
     app = tickwork.App(url)
     try:
@@ -142,6 +142,8 @@ def _sync(url: str, definitions: list[ScheduleDefinition]) -> float:
     finally:
         app.close()
     assert len(report.created) == len(definitions), report
+    if quiet:
+        return took
     print(
         f"  sync: {len(definitions):,} definitions in {took:.2f} s "
         f"({len(definitions) / took:,.0f}/s, one sync_schedules call)"
@@ -238,9 +240,22 @@ def _print_lag(figures: Figures) -> None:
     )
 
 
-def run_cron(url: str, schedules: int, processes: int) -> None:
+@dataclass(frozen=True)
+class CronRun:
+    schedules: int
+    fired: int
+    visible_after: float
+    """Seconds from the due time to the last job seen."""
+    figures: Figures
+
+    @property
+    def rate(self) -> float:
+        return self.fired / self.visible_after
+
+
+def measure_cron(url: str, schedules: int, processes: int, *, quiet: bool = False) -> CronRun:
+    """S schedules due in the same minute, fired by P worker processes: the figures."""
     _reset(url)
-    print(f"firing, cron: {schedules:,} schedules due in the same minute, P={processes}")
     with _workers(url, processes), psycopg.connect(url, autocommit=True) as conn:
         lead = timedelta(seconds=STARTUP_SECONDS + schedules / SYNC_RATE)
         now = _db_now(conn)
@@ -250,7 +265,7 @@ def run_cron(url: str, schedules: int, processes: int) -> None:
             ScheduleDefinition(name=f"s{i:06d}", job=JobTemplate(kind=KIND), schedule=expression)
             for i in range(schedules)
         ]
-        _sync(url, definitions)
+        _sync(url, definitions, quiet=quiet)
         waiting = _scalar(
             conn,
             "SELECT count(*) FROM tickwork.schedules WHERE namespace = %s AND next_run_at = %s",
@@ -259,15 +274,24 @@ def run_cron(url: str, schedules: int, processes: int) -> None:
         if waiting != schedules:
             raise SystemExit(f"only {waiting} schedules wait for {due:%H:%M}Z: the sync was late")
         ahead = (due - _db_now(conn)).total_seconds()
-        print(f"  due at {due:%H:%M:%S}Z ({ahead:.1f} s after the sync)")
+        if not quiet:
+            print(f"  due at {due:%H:%M:%S}Z ({ahead:.1f} s after the sync)")
         end = due + timedelta(seconds=1)
         seen, visible = _wait_for(conn, due, end, schedules, due + GRACE)
         figures = _figures(conn, due, end)
-    after = (visible - due).total_seconds()
-    status = "all fired" if seen == schedules else f"MISSING {schedules - seen}"
-    print(f"  fired: {seen:,} of {schedules:,} ({status}); last visible {after:.3f} s after due")
-    print(f"  rate: {seen / after:,.0f} occurrences/s (due to last job visible)")
-    _print_lag(figures)
+    return CronRun(schedules, seen, (visible - due).total_seconds(), figures)
+
+
+def run_cron(url: str, schedules: int, processes: int) -> None:
+    print(f"firing, cron: {schedules:,} schedules due in the same minute, P={processes}")
+    run = measure_cron(url, schedules, processes)
+    status = "all fired" if run.fired == schedules else f"MISSING {schedules - run.fired}"
+    print(
+        f"  fired: {run.fired:,} of {schedules:,} ({status}); "
+        f"last visible {run.visible_after:.3f} s after due"
+    )
+    print(f"  rate: {run.rate:,.0f} occurrences/s (due to last job visible)")
+    _print_lag(run.figures)
 
 
 def run_every_second(url: str, schedules: int, seconds: int, processes: int) -> None:

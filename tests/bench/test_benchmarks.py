@@ -39,6 +39,7 @@ EXTRA = {
     "bench/pgbouncer.py": [
         *("--schedules", "3", "--seconds", "1", "--idle-seconds", "0.5", "--samples", "1")
     ],
+    "bench/history.py": ["--finished", "3000", "--claims", "50", "--schedules", "20"],
 }
 """Options added so the run stays small (the defaults are the benchmark's real sizes)."""
 NEEDS = {"bench/pgbouncer.py": pgbouncer}

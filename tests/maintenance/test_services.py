@@ -11,7 +11,7 @@ import pytest
 
 from tickwork import metrics
 from tickwork.errors import ConfigurationError
-from tickwork.maintenance import duties, gauges, leases, retention, workers
+from tickwork.maintenance import claim_floors, duties, gauges, leases, retention, workers
 from tickwork.maintenance.firing import planner
 from tickwork.maintenance.firing.config import FiringConfig
 from tickwork.schedules import occurrences
@@ -40,6 +40,8 @@ def at(seconds: float) -> datetime:
         (retention.RetentionConfig, "history_batch"),
         (leases.LeaseRecoveryConfig, "batch"),
         (workers.WorkerExpiryConfig, "ttl_seconds"),
+        (claim_floors.ClaimFloorsConfig, "interval"),
+        (claim_floors.ClaimFloorsConfig, "margin_seconds"),
         (gauges.GaugeSamplingConfig, "fresh_seconds"),
         (PendingHooksConfig, "batch"),
         (FiringConfig, "chunk"),
@@ -70,10 +72,11 @@ def test_the_fleet_duties_take_the_workers_settings() -> None:
         "recover_leases",
         "retention",
         "expire_workers",
+        "claim_floors",
         "sample_gauges",
     ]
     assert all(s.shared for s in listed)
-    assert [s.interval for s in listed] == [7, 7, 7, 20]
+    assert [s.interval for s in listed] == [7, 7, 7, 7, 20]
     by_name: dict[str, Any] = {s.name: s for s in listed}
     assert (by_name["retention"].config.age_seconds, by_name["retention"].config.batch) == (99, 3)
     assert by_name["expire_workers"].config.ttl_seconds == 50

@@ -138,8 +138,8 @@ class WorkerSettings:
         checks=[at_least(1)],
     )
     maintenance_seconds: float = setting(
-        "how often each maintenance duty (lease recovery, retention, worker expiry) runs "
-        "somewhere in the fleet",
+        "how often each maintenance duty (lease recovery, retention, worker expiry, claim floors) "
+        "runs somewhere in the fleet",
         group=MAINTENANCE,
         default=5.0,
         checks=[positive],

@@ -91,21 +91,55 @@ RETURNING id, schedule_namespace, schedule_name, occurrence_at;
 -- not) are passed over inside the scan, so they never hold back the jobs behind them; of the
 -- rest, one job per key per batch. The advisory lock keeps two claimers from taking the same
 -- key at once, and the unique index jobs_concurrency_key_idx is the final guard.
+-- Two ordered scans of jobs_claim_idx give the claim order: the jobs of a priority above 0
+-- first, then those of priority 0 (the usual one), whose scan seeks straight to the lowest
+-- claim floor of the queues and kinds served (migration 0013; -infinity when one of them has
+-- no valid floor); the first scan judges its entries below that floor on the index alone.
 WITH busy AS MATERIALIZED (
     SELECT concurrency_key FROM tickwork.jobs
     WHERE status = 'running' AND concurrency_key IS NOT NULL
 ),
-locked AS (
+floor AS MATERIALIZED (
+    SELECT CASE WHEN count(*) > 0 AND count(f.floor) = count(*) THEN min(f.floor)
+                ELSE '-infinity'::timestamptz END AS run_at
+    FROM unnest(%(queues)s::text[]) AS q(queue)
+    CROSS JOIN unnest(%(kinds)s::text[]) AS k(kind)
+    LEFT JOIN tickwork.claim_floors f
+           ON f.queue = q.queue AND f.kind = k.kind
+          AND f.valid_until > coalesce(%(now)s, now())
+),
+urgent AS MATERIALIZED (
     SELECT id, priority, run_at, concurrency_key
     FROM tickwork.jobs
     WHERE status = 'available'
+      AND priority > 0
       AND run_at <= coalesce(%(now)s, now())
+      AND run_at >= (SELECT run_at FROM floor)
       AND queue = ANY(%(queues)s::text[])
       AND kind = ANY(%(kinds)s::text[])
       AND (concurrency_key IS NULL OR concurrency_key NOT IN (SELECT concurrency_key FROM busy))
     ORDER BY priority DESC, run_at, id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
+),
+usual AS MATERIALIZED (
+    SELECT id, priority, run_at, concurrency_key
+    FROM tickwork.jobs
+    WHERE status = 'available'
+      AND priority = 0
+      AND run_at <= coalesce(%(now)s, now())
+      AND run_at >= (SELECT run_at FROM floor)
+      AND queue = ANY(%(queues)s::text[])
+      AND kind = ANY(%(kinds)s::text[])
+      AND (concurrency_key IS NULL OR concurrency_key NOT IN (SELECT concurrency_key FROM busy))
+    ORDER BY priority DESC, run_at, id
+    LIMIT %(limit)s - (SELECT count(*) FROM urgent)
+    FOR UPDATE SKIP LOCKED
+),
+locked AS (
+    SELECT * FROM urgent
+    UNION ALL
+    SELECT * FROM usual
 ),
 keyed AS (
     SELECT id, concurrency_key,
@@ -687,6 +721,31 @@ ORDER BY p.jobs DESC, p.kind, p.queue
 LIMIT %(limit)s;
 
 -- Statements on other tables that read tickwork.jobs.
+
+-- name: claim_floor_refresh
+-- The claim floors (migration 0013), one per queue and kind with available or running jobs or
+-- a floor already: the oldest run_at of its available jobs, never later than now, less the
+-- margin; valid for %(valid_seconds)s.
+WITH pairs AS (
+    SELECT queue, kind, min(run_at) FILTER (WHERE status = 'available') AS oldest
+    FROM tickwork.jobs
+    WHERE status IN ('available', 'running')
+    GROUP BY queue, kind
+),
+floors AS (
+    SELECT coalesce(p.queue, f.queue) AS queue, coalesce(p.kind, f.kind) AS kind,
+           least(p.oldest, coalesce(%(now)s, now()))
+               - make_interval(secs => %(margin_seconds)s) AS floor
+    FROM pairs p
+    FULL JOIN tickwork.claim_floors f ON f.queue = p.queue AND f.kind = p.kind
+)
+INSERT INTO tickwork.claim_floors (queue, kind, floor, valid_until)
+SELECT queue, kind, floor, coalesce(%(now)s, now()) + make_interval(secs => %(valid_seconds)s)
+FROM floors
+ORDER BY queue, kind
+ON CONFLICT (queue, kind) DO UPDATE
+    SET floor = EXCLUDED.floor, valid_until = EXCLUDED.valid_until
+RETURNING queue, kind, floor;
 
 -- name: schedule_lock_namespace
 -- Sync: every schedule of the namespace, locked in name order (waits for a firing pass

@@ -1,0 +1,123 @@
+"""Measuring helpers the benchmarks share: the claim statement timed, percentiles, and where
+the database's time goes by statement (pg_stat_statements).
+
+A claim is timed around one statement in its own transaction, from the client (so a round trip
+is included, as a worker sees it). ``keep=False`` rolls it back: the jobs stay available, so a
+probe can time the claim beside running workers, or repeat it on the same backlog, without
+taking their jobs.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+
+from tickwork.db import jobs as jobs_db
+from tickwork.db import queries, store
+from tickwork.model import Job
+
+
+def claim_op(worker: str, kind: str, batch: int) -> store.Op[list[Job]]:
+    """The claim statement a worker running ``kind`` from the default queue sends (the
+    database's clock, a 30 s lease)."""
+    return jobs_db.claim_jobs(worker, ["default"], {kind: 5}, batch, 30.0, None)
+
+
+def timed_claim(
+    conn: psycopg.Connection[Any], op: store.Op[list[Job]], *, keep: bool
+) -> tuple[float, list[Job]]:
+    """Seconds the claim took (committed with ``keep``, rolled back otherwise), and its jobs."""
+    started = time.perf_counter()
+    with conn.transaction(force_rollback=not keep):
+        got = store.run(conn, op)
+    return time.perf_counter() - started, got
+
+
+def explain_claim(conn: psycopg.Connection[Any], op: store.Op[list[Job]]) -> str:
+    """``EXPLAIN (ANALYZE, BUFFERS)`` of the claim, rolled back."""
+    with conn.transaction(force_rollback=True):
+        rows = conn.execute(
+            "EXPLAIN (ANALYZE, BUFFERS) " + queries.QUERIES[op.query], op.params
+        ).fetchall()
+    return "\n".join(str(row[0]) for row in rows)
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The ``q`` quantile (0 to 1) of ``values`` by rank: the value below which a fraction
+    ``q`` of them lie."""
+    if not values:
+        raise ValueError("no values")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+# --- where the database's time goes (pg_stat_statements) ----------------------------------
+
+_STATEMENTS = """
+SELECT s.queryid, s.query, s.calls, s.total_exec_time, s.shared_blks_hit + s.shared_blks_read
+FROM pg_stat_statements s
+WHERE s.dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+"""
+_COMMENT = re.compile(r"--[^\n]*")
+_PARAMETER = re.compile(r"%\(\w+\)[sb]|\$\d+|'[^']*'|\b\d+(\.\d+)?\b")
+_SPACE = re.compile(r"\s+")
+
+
+def _shape(text: str) -> str:
+    """A statement's text without comments, parameters, constants or layout: how a named
+    query and pg_stat_statements' normalized text (constants made parameters) are matched."""
+    text = _PARAMETER.sub("?", _COMMENT.sub(" ", text))
+    return _SPACE.sub(" ", text).strip().rstrip(";")
+
+
+_NAMES = {_shape(body): name for name, body in queries.QUERIES.items()}
+
+
+@dataclass(frozen=True)
+class Statement:
+    name: str
+    """The named query (db/sql/*.sql), or the statement's first words."""
+    calls: int
+    ms: float
+    """Total execution time."""
+    buffers: int
+    """Shared buffers hit or read."""
+
+
+Statements = dict[int, Statement]
+
+
+def statements_enable(conn: psycopg.Connection[Any]) -> bool:
+    """Make pg_stat_statements readable in this database; False where the server does not
+    preload it."""
+    preloaded = conn.execute("SHOW shared_preload_libraries").fetchone()
+    if preloaded is None or "pg_stat_statements" not in str(preloaded[0]):
+        return False
+    conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+    return True
+
+
+def statements(conn: psycopg.Connection[Any]) -> Statements:
+    """The cumulative figures of every statement run in this database so far."""
+    found: Statements = {}
+    for queryid, text, calls, ms, buffers in conn.execute(_STATEMENTS):
+        shape = _shape(text)
+        name = _NAMES.get(shape) or shape[:60]
+        found[queryid] = Statement(name, calls, ms, buffers)
+    return found
+
+
+def statements_between(before: Statements, after: Statements, top: int) -> list[Statement]:
+    """The ``top`` statements by execution time between two readings."""
+    spent = []
+    for queryid, now in after.items():
+        was = before.get(queryid, Statement(now.name, 0, 0.0, 0))
+        spent.append(
+            Statement(now.name, now.calls - was.calls, now.ms - was.ms, now.buffers - was.buffers)
+        )
+    return sorted(spent, key=lambda s: s.ms, reverse=True)[:top]
