@@ -148,7 +148,7 @@ class JobsEmulator(Emulator):
         try:
             yield b""
             for (resource, namespace, name), obj in list(self.objects.items()):
-                if resource != request.resource or namespace != request.namespace:
+                if resource != request.resource or not _in(namespace, request.namespace):
                     continue
                 if not obj.deleted and (not wanted or name == wanted):
                     yield {"type": "ADDED", "object": obj.raw}
@@ -161,9 +161,8 @@ class JobsEmulator(Emulator):
                     event = await asyncio.wait_for(events.__anext__(), remaining)
                 except (TimeoutError, StopAsyncIteration):
                     return
-                if (
-                    event.get("object", {}).get("metadata", {}).get("namespace")
-                    != request.namespace
+                if not _in(
+                    event.get("object", {}).get("metadata", {}).get("namespace"), request.namespace
                 ):
                     continue
                 if wanted and _name(event) != wanted:
@@ -171,6 +170,12 @@ class JobsEmulator(Emulator):
                 yield event
         finally:
             await bus.unmark(marker)
+
+
+def _in(namespace: str | None, watched: str | None) -> bool:
+    """Whether an object in ``namespace`` is seen by a watch of ``watched`` (None: a
+    cluster-wide watch, as the operator's, sees every namespace)."""
+    return watched is None or namespace == watched
 
 
 def _name(event: Mapping[str, Any]) -> Any:
