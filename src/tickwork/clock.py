@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
-from typing import Protocol
+from typing import Any, Protocol
 
 
 class Clock(Protocol):
@@ -57,10 +58,28 @@ class SettableClock:
         return self._now
 
 
-async def sleep(seconds: float, wake: asyncio.Event | None = None) -> None:
-    """The one place tickwork waits: returns after ``seconds`` or as soon as ``wake`` is set."""
-    if wake is None:
+async def sleep(seconds: float | None, wake: asyncio.Event | None = None) -> None:
+    """The one place tickwork waits: returns after ``seconds`` (never, if ``None``) or as soon
+    as ``wake`` is set.
+
+    ``asyncio.timeout`` rather than ``asyncio.wait_for``: on Python 3.11 ``wait_for`` returns
+    normally when it is cancelled just as the event is set, and a cancelled loop that does not
+    stop is a worker that never shuts down."""
+    if wake is None and seconds is not None:
         await asyncio.sleep(max(seconds, 0.0))
         return
+    wake = wake or asyncio.Event()  # nothing sets it: only the time ends the wait
     with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(wake.wait(), timeout=max(seconds, 0.0))
+        async with asyncio.timeout(None if seconds is None else max(seconds, 0.0)):
+            await wake.wait()
+
+
+async def cancel_all(tasks: Iterable[asyncio.Task[Any]]) -> None:
+    """Cancel ``tasks`` and wait until every one has ended, cancelling again any that swallowed
+    the cancellation (a library's ``wait_for`` can, on Python 3.11). Their errors are theirs:
+    a done-callback or the caller reads them."""
+    pending = {task for task in tasks if not task.done()}
+    while pending:
+        for task in pending:
+            task.cancel()
+        _, pending = await asyncio.wait(pending, timeout=1.0)

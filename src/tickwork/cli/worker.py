@@ -29,6 +29,7 @@ from typing import Any
 from tickwork import containers
 from tickwork.app import App
 from tickwork.cli import common
+from tickwork.clock import cancel_all
 from tickwork.errors import ConfigurationError
 from tickwork.http import ProbeServer, database_readiness
 from tickwork.logs import fields
@@ -158,8 +159,7 @@ async def serve(
     try:
         await worker.run()
     finally:
-        for task in tasks:
-            task.cancel()
+        await cancel_all(tasks)
         results = await asyncio.gather(*tasks, return_exceptions=True)
         if probes is not None:
             await probes.stop()

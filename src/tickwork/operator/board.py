@@ -5,11 +5,11 @@ objects (the schedules, their open jobs, their last jobs, the live workers)."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Collection
 
 from tickwork import metrics
+from tickwork.clock import sleep
 from tickwork.db.jobs import LastJob, OpenJob
 from tickwork.db.schedules import ScheduleRow
 from tickwork.logs import fields
@@ -52,8 +52,7 @@ class Board:
             self._wake.clear()
             await self.refresh()
             on_refresh()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), interval)
+            await sleep(interval, self._wake)
 
     async def refresh(self) -> None:
         namespaces = set(self.namespaces())

@@ -41,7 +41,7 @@ from typing import Any
 import kopf
 
 from tickwork import metrics
-from tickwork.clock import Clock, DatabaseClock
+from tickwork.clock import Clock, DatabaseClock, cancel_all
 from tickwork.db.schedules import ScheduleRow
 from tickwork.logs import fields
 from tickwork.model import DEFAULT_QUEUE
@@ -184,9 +184,7 @@ class Runtime:
         ]
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await cancel_all(self._tasks)
 
     def _indexed_keys(self) -> set[listing.ListedKey]:
         return {(e.key[0], e.key[1], e.uid) for e in self.entries()}

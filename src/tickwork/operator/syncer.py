@@ -19,7 +19,6 @@ scope's operator synced.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import enum
 import logging
 import time
@@ -27,6 +26,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
 from tickwork import metrics
+from tickwork.clock import sleep
 from tickwork.errors import InvalidInput, NamespaceOwned
 from tickwork.logs import fields
 from tickwork.operator.database import Database, DatabaseError
@@ -114,8 +114,7 @@ class Syncer:
         while True:
             next_retry = await self._round()
             timeout = None if next_retry is None else max(0.0, next_retry - loop.time())
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout)
+            await sleep(timeout, self._wake)
             await self._quiet()
 
     async def _quiet(self) -> None:

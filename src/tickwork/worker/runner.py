@@ -37,7 +37,7 @@ from typing import Any
 
 from tickwork import logs, metrics
 from tickwork.app import App
-from tickwork.clock import Clock, sleep
+from tickwork.clock import Clock, cancel_all, sleep
 from tickwork.db import connections, store
 from tickwork.db import duties as duties_db
 from tickwork.db import jobs as jobs_db
@@ -231,9 +231,7 @@ class Worker:
         log.info(
             "shutting down: no new claims", extra=fields(action="worker_stopping", worker=self.name)
         )
-        for task in background:
-            task.cancel()
-        await asyncio.gather(*background, return_exceptions=True)
+        await cancel_all(background)
         await self._hand_back_unstarted()
         self._interrupt_handed_back()
         for _ in slots:
@@ -247,7 +245,7 @@ class Worker:
             for slot in self._held.running():
                 slot.cancel()
             await asyncio.wait(late)
-        heartbeat.cancel()
+        await cancel_all([heartbeat])
         self.outcomes.close()
         await asyncio.gather(completer, return_exceptions=True)
         try:
