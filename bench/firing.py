@@ -49,6 +49,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import psycopg
+import measure
 import servers
 
 import tickwork
@@ -429,7 +430,9 @@ FROM (SELECT committed, extract(epoch FROM committed - occurrence_at)::float8 AS
 """
 
 
-def run_scale(url: str, schedules: int, namespaces: int, spread: int, processes: int) -> None:
+def run_scale(
+    url: str, schedules: int, namespaces: int, spread: int, processes: int, statements: bool
+) -> None:
     if not 1 <= spread <= 60:
         raise SystemExit("--spread: seconds within the due minute, 1 to 60")
     names = tuple(f"{NAMESPACE}-{k:03d}" for k in range(namespaces))
@@ -449,6 +452,11 @@ def run_scale(url: str, schedules: int, namespaces: int, spread: int, processes:
         if ahead < 1:
             raise SystemExit(f"the build ended {-ahead:.1f} s after the due time {due:%H:%M}Z")
         print(f"  due from {due:%H:%M:%S}Z over {spread} s ({ahead:.1f} s after the build)")
+        if statements and not measure.statements_enable(conn):
+            print("--statements: the server does not preload pg_stat_statements")
+            statements = False
+        before = measure.statements(conn) if statements else {}
+        began = time.monotonic()
         while _db_now(conn) < due + timedelta(seconds=spread / 2):
             time.sleep(0.2)
         at_due = [_rss(pid)[0] for pid in pids]
@@ -456,6 +464,10 @@ def run_scale(url: str, schedules: int, namespaces: int, spread: int, processes:
         minute_end = due + timedelta(minutes=1)
         _, visible = _wait_for(conn, due, end, total, due + GRACE, names)
         peaks = [_rss(pid)[1] for pid in pids]
+        spent = (
+            measure.statements_between(before, measure.statements(conn), 8) if statements else []
+        )
+        seconds = time.monotonic() - began
         source = _lag_source(conn)
         row = conn.execute(
             _SCALE_FIGURES.format(created=source),
@@ -474,6 +486,15 @@ def run_scale(url: str, schedules: int, namespaces: int, spread: int, processes:
             f"  worker {i} RSS: {idle[i]} MiB started, {at_due[i]} MiB mid-window, "
             f"peak {peaks[i]} MiB"
         )
+    if spent:
+        print(f"  statements from the due time until the last job ({seconds:.0f} s), by time:")
+        print("     ms/s     calls/s   ms/call  buffers/call  statement")
+        for s in spent:
+            calls = max(s.calls, 1)
+            print(
+                f"  {s.ms / seconds:7.1f}  {s.calls / seconds:10.1f}  {s.ms / calls:8.2f}  "
+                f"{s.buffers / calls:12.0f}  {s.name}"
+            )
 
 
 def main() -> None:
@@ -491,6 +512,12 @@ def main() -> None:
     parser.add_argument(
         "--spread", type=int, help="at scale: due times spread over T seconds of the minute"
     )
+    parser.add_argument(
+        "--statements",
+        action="store_true",
+        help="at scale: where the database's time went (pg_stat_statements, preloaded by the"
+        " private server)",
+    )
     servers.add_arguments(parser)
     args = parser.parse_args()
 
@@ -499,11 +526,19 @@ def main() -> None:
             run_every_second(url, args.every_second, args.seconds, args.processes)
         elif args.namespaces or args.spread:
             schedules = args.schedules or 1000
-            run_scale(url, schedules, args.namespaces or 1, args.spread or 1, args.processes)
+            run_scale(
+                url,
+                schedules,
+                args.namespaces or 1,
+                args.spread or 1,
+                args.processes,
+                args.statements,
+            )
         else:
             run_cron(url, args.schedules or 1000, args.processes)
 
-    with servers.database_server(args.database_url, track_commit_timestamp="on") as url:
+    preload = {"shared_preload_libraries": "pg_stat_statements"} if args.statements else {}
+    with servers.database_server(args.database_url, track_commit_timestamp="on", **preload) as url:
         run(url)
 
 

@@ -126,11 +126,13 @@ class DueSchedule:
     spec_key: str
     """The stored spec's content, hashed: equal specs, equal keys."""
     now: datetime
+    more_due: bool
+    """Of the batch: a namespace had more due than its share of the claim's candidates."""
 
 
 CLAIM_CANDIDATES = 4
-"""A claim reads this many batches' worth of due schedules unlocked and locks one batch of
-them, skipping those other workers hold."""
+"""A claim reads this many batches' worth of due schedules unlocked (shared by the namespaces
+with any due) and locks one batch of them, skipping those other workers hold."""
 
 
 def claim_due(namespaces: Sequence[str], limit: int, now: datetime | None) -> Op[list[DueSchedule]]:

@@ -56,33 +56,59 @@ ANALYZE tickwork.schedules;
 SELECT pg_notify('tickwork_schedules', %(namespace)s);
 
 -- name: schedule_claim_due
--- Firing: lock a batch of due schedules of the offered namespaces, the earliest first; others
--- skip them. Each namespace is read through its own index range, without locking: the
--- earliest %(candidates)s of them all are candidates, and only the batch is locked, skipping
--- candidates another worker holds (so the candidates are a few batches' worth). Locking
--- inside each namespace's range would lock up to a batch per namespace for one batch in all.
--- A schedule whose firing failed waits for its retry time. spec_key names the stored spec's
--- content (its canonical jsonb text): schedules with equal specs share one parsed definition.
-WITH candidate AS (
-    SELECT due.namespace, due.name, due.next_run_at
+-- Firing: lock a batch of due schedules of the offered namespaces, skipping those another
+-- worker holds. Each namespace is read through its own index range, unlocked, from its
+-- earliest due schedule on (past the index entries its just-fired schedules left, dead until
+-- a vacuum). The namespaces with any due share the %(candidates)s candidates evenly, so a
+-- flood in one does not hold back the others, and a claim reads a few batches' worth however
+-- many namespaces are busy (100: 2,000 rows, not a batch from each). The earliest %(limit)s
+-- candidates not held are locked. more_due: a namespace filled its share (it may have more
+-- due), so a short batch does not end the pass. A schedule whose firing failed waits for its
+-- retry time. spec_key names the stored spec's content (its canonical jsonb text):
+-- schedules with equal specs share one parsed definition.
+WITH busy AS MATERIALIZED (
+    SELECT offered.namespace, head.next_run_at AS head
     FROM unnest(%(namespaces)b::text[]) AS offered(namespace)
     CROSS JOIN LATERAL (
-        SELECT namespace, name, next_run_at
+        SELECT s.next_run_at
         FROM tickwork.schedules s
         WHERE s.namespace = offered.namespace
           AND s.enabled AND NOT s.suspended
           AND s.next_run_at <= coalesce(%(now)s, now())
           AND (s.firing_retry_at IS NULL OR s.firing_retry_at <= coalesce(%(now)s, now()))
         ORDER BY s.next_run_at
-        LIMIT %(limit)s
+        LIMIT 1
+    ) AS head
+),
+share AS MATERIALIZED (
+    SELECT ceil(%(candidates)s::float8 / greatest(count(*), 1))::integer AS per_namespace
+    FROM busy
+),
+candidate AS MATERIALIZED (
+    SELECT due.namespace, due.name, due.next_run_at
+    FROM busy
+    CROSS JOIN LATERAL (
+        SELECT namespace, name, next_run_at
+        FROM tickwork.schedules s
+        WHERE s.namespace = busy.namespace
+          AND s.next_run_at >= busy.head
+          AND s.enabled AND NOT s.suspended
+          AND s.next_run_at <= coalesce(%(now)s, now())
+          AND (s.firing_retry_at IS NULL OR s.firing_retry_at <= coalesce(%(now)s, now()))
+        ORDER BY s.next_run_at
+        LIMIT (SELECT per_namespace FROM share)
     ) AS due
-    ORDER BY due.next_run_at
-    LIMIT %(candidates)s
+),
+more AS MATERIALIZED (
+    SELECT EXISTS (
+        SELECT FROM candidate GROUP BY namespace
+        HAVING count(*) >= (SELECT per_namespace FROM share)
+    ) AS more_due
 )
 SELECT s.namespace, s.name, s.revision, s.next_run_at, s.missed_before, s.state,
        s.firing_failures AS failures, md5(s.spec::text) AS spec_key,
-       coalesce(%(now)s, now()) AS now
-FROM candidate c
+       coalesce(%(now)s, now()) AS now, (SELECT more_due FROM more) AS more_due
+FROM (SELECT * FROM candidate ORDER BY next_run_at) AS c
 JOIN tickwork.schedules s ON s.namespace = c.namespace AND s.name = c.name
 WHERE s.enabled AND NOT s.suspended
   AND s.next_run_at <= coalesce(%(now)s, now())

@@ -213,15 +213,18 @@ async def _fire_batch(
             retries = await store.arun(
                 conn, db.record_failures(failures, RETRY_FIRST, RETRY_MAX, now)
             )
-    for p in settled:
-        firing_metrics.fired(
-            p.key,
-            p.compiled.definition.job,
-            p.due.now,
-            created=len(p.created),
-            occurrences=[j.occurrence_at for j in p.created if j.occurrence_at is not None],
-            skipped={"misfire": p.misfired, "overlap": p.overlapped},
-        )
+    firing_metrics.fired(
+        (
+            firing_metrics.Fired(
+                p.key,
+                p.compiled.definition.job,
+                [j.occurrence_at for j in p.created if j.occurrence_at is not None],
+                {"misfire": p.misfired, "overlap": p.overlapped},
+            )
+            for p in settled
+        ),
+        due[0].now,
+    )
     firing_metrics.failures({key: error for key, (_, error) in failed.items()}, retries)
     created = sum(len(p.created) for p in settled)
     return FireReport(
@@ -232,6 +235,7 @@ async def _fire_batch(
         deferred=deferred,
         backlog=sum(p.backlog for p in settled) + len(due) - processed,
         failed=len(failed),
+        unclaimed=due[0].more_due,
     )
 
 
@@ -366,7 +370,8 @@ async def run_once(
             ),
         )
         progressed = batch.claimed > batch.deferred
-        if not progressed or (batch.claimed < config.batch and not batch.backlog):
+        more = batch.backlog or batch.unclaimed
+        if not progressed or (batch.claimed < config.batch and not more):
             return report
 
 
