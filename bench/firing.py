@@ -48,8 +48,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-import psycopg
 import measure
+import psycopg
 import servers
 
 import tickwork

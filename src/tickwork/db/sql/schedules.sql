@@ -62,7 +62,8 @@ SELECT pg_notify('tickwork_schedules', %(namespace)s);
 -- a vacuum). The namespaces with any due share the %(candidates)s candidates evenly, so a
 -- flood in one does not hold back the others, and a claim reads a few batches' worth however
 -- many namespaces are busy (100: 2,000 rows, not a batch from each). The earliest %(limit)s
--- candidates not held are locked. more_due: a namespace filled its share (it may have more
+-- candidates not held are locked, found again by the row version the read saw (ctid: one
+-- page, not an index descent; a row changed since is rechecked by FOR UPDATE, as always). more_due: a namespace filled its share (it may have more
 -- due), so a short batch does not end the pass. A schedule whose firing failed waits for its
 -- retry time. spec_key names the stored spec's content (its canonical jsonb text):
 -- schedules with equal specs share one parsed definition.
@@ -85,10 +86,10 @@ share AS MATERIALIZED (
     FROM busy
 ),
 candidate AS MATERIALIZED (
-    SELECT due.namespace, due.name, due.next_run_at
+    SELECT due.namespace, due.row_id, due.next_run_at
     FROM busy
     CROSS JOIN LATERAL (
-        SELECT namespace, name, next_run_at
+        SELECT namespace, ctid AS row_id, next_run_at
         FROM tickwork.schedules s
         WHERE s.namespace = busy.namespace
           AND s.next_run_at >= busy.head
@@ -109,7 +110,7 @@ SELECT s.namespace, s.name, s.revision, s.next_run_at, s.missed_before, s.state,
        s.firing_failures AS failures, md5(s.spec::text) AS spec_key,
        coalesce(%(now)s, now()) AS now, (SELECT more_due FROM more) AS more_due
 FROM (SELECT * FROM candidate ORDER BY next_run_at) AS c
-JOIN tickwork.schedules s ON s.namespace = c.namespace AND s.name = c.name
+JOIN tickwork.schedules s ON s.ctid = c.row_id
 WHERE s.enabled AND NOT s.suspended
   AND s.next_run_at <= coalesce(%(now)s, now())
   AND (s.firing_retry_at IS NULL OR s.firing_retry_at <= coalesce(%(now)s, now()))
