@@ -680,3 +680,53 @@ async def test_a_constraint_the_job_breaks_is_named_in_the_error(
         '"jobs_modest_priority" (sqlstate 23514, table jobs, constraint jobs_modest_priority), '
         "inserting the job of occurrence 2030-01-01T00:01:00+00:00"
     )
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    counts=st.lists(st.integers(0, 12), min_size=1, max_size=6),
+    batch=st.integers(1, 6),
+    offsets=st.lists(st.integers(0, 59), min_size=12, max_size=12),
+)
+def test_racing_passes_over_namespaces_of_any_size_fire_each_due_schedule_once(
+    app: tickwork.App,
+    conn: psycopg.Connection[Any],
+    database_url: str,
+    counts: list[int],
+    batch: int,
+    offsets: list[int],
+) -> None:
+    """The namespaces with due schedules share each claim's candidates (a flood in one, none
+    in another, more namespaces than a batch): two racing passes still fire every due
+    schedule exactly once, and the schedules of namespaces not offered not at all."""
+    conn.execute("DELETE FROM tickwork.jobs")
+    conn.execute("DELETE FROM tickwork.schedules")
+    namespaces = [f"{NS}-{k}" for k in range(len(counts))]
+    for namespace, count in zip(namespaces, counts, strict=True):
+        app.sync_schedules(
+            namespace, [cron(f"s{i:02}", f"{offsets[i]} 1 * * * *") for i in range(count)]
+        )
+    app.sync_schedules("not-offered", [cron("s00", "0 1 * * * *")])
+
+    async def pass_() -> firing.FireReport:
+        async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as c:
+            config = firing.FiringConfig(batch=batch)
+            return await firing.run_once(c, namespaces, at(119), config=config)
+
+    async def race() -> list[firing.FireReport]:
+        return list(await asyncio.gather(pass_(), pass_()))
+
+    reports = asyncio.run(race())
+    fired = conn.execute(
+        "SELECT schedule_namespace, schedule_name, count(*) FROM tickwork.jobs"
+        " GROUP BY 1, 2 ORDER BY 1, 2"
+    ).fetchall()
+    expected = [
+        (namespace, f"s{i:02}", 1)
+        for namespace, count in zip(namespaces, counts, strict=True)
+        for i in range(count)
+    ]
+    assert [tuple(row) for row in fired] == expected
+    assert sum(r.fired for r in reports) == sum(counts)

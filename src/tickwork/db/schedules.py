@@ -126,8 +126,6 @@ class DueSchedule:
     spec_key: str
     """The stored spec's content, hashed: equal specs, equal keys."""
     now: datetime
-    more_due: bool
-    """Of the batch: a namespace had more due than its share of the claim's candidates."""
 
 
 CLAIM_CANDIDATES = 4

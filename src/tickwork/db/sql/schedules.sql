@@ -56,15 +56,14 @@ ANALYZE tickwork.schedules;
 SELECT pg_notify('tickwork_schedules', %(namespace)s);
 
 -- name: schedule_claim_due
--- Firing: lock a batch of due schedules of the offered namespaces, skipping those another
--- worker holds. Each namespace is read through its own index range, unlocked, from its
--- earliest due schedule on (past the index entries its just-fired schedules left, dead until
--- a vacuum). The namespaces with any due share the %(candidates)s candidates evenly, so a
--- flood in one does not hold back the others, and a claim reads a few batches' worth however
--- many namespaces are busy (100: 2,000 rows, not a batch from each). The earliest %(limit)s
--- candidates not held are locked, found again by the row version the read saw (ctid: one
--- page, not an index descent; a row changed since is rechecked by FOR UPDATE, as always). more_due: a namespace filled its share (it may have more
--- due), so a short batch does not end the pass. A schedule whose firing failed waits for its
+-- Firing: lock a batch of due schedules of the offered namespaces, the earliest first,
+-- skipping those another worker holds. Each namespace is read through its own index range,
+-- unlocked, from its earliest due schedule on (past the index entries of the schedules it
+-- just fired, dead until a vacuum). The namespaces with any due share the %(candidates)s
+-- candidates evenly, so a claim reads a few batches' worth however many namespaces are busy
+-- (100: 2,000 rows, not a batch from each). The earliest %(limit)s candidates not held are
+-- locked, found again by the row version the read saw (ctid: one page, not an index descent;
+-- FOR UPDATE rechecks a row changed since). A schedule whose firing failed waits for its
 -- retry time. spec_key names the stored spec's content (its canonical jsonb text):
 -- schedules with equal specs share one parsed definition.
 WITH busy AS MATERIALIZED (
@@ -99,16 +98,10 @@ candidate AS MATERIALIZED (
         ORDER BY s.next_run_at
         LIMIT (SELECT per_namespace FROM share)
     ) AS due
-),
-more AS MATERIALIZED (
-    SELECT EXISTS (
-        SELECT FROM candidate GROUP BY namespace
-        HAVING count(*) >= (SELECT per_namespace FROM share)
-    ) AS more_due
 )
 SELECT s.namespace, s.name, s.revision, s.next_run_at, s.missed_before, s.state,
        s.firing_failures AS failures, md5(s.spec::text) AS spec_key,
-       coalesce(%(now)s, now()) AS now, (SELECT more_due FROM more) AS more_due
+       coalesce(%(now)s, now()) AS now
 FROM (SELECT * FROM candidate ORDER BY next_run_at) AS c
 JOIN tickwork.schedules s ON s.ctid = c.row_id
 WHERE s.enabled AND NOT s.suspended

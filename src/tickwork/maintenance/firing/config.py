@@ -73,8 +73,6 @@ class FireReport:
     """Schedules with due occurrences left for another pass (a chunk or the budget ran out)."""
     failed: int = 0
     """Schedules whose firing failed, set aside until their retry."""
-    unclaimed: bool = False
-    """Due schedules were left out of a claim: a namespace had more than its share."""
 
     def add(self, other: FireReport) -> None:
         self.claimed += other.claimed
@@ -84,4 +82,3 @@ class FireReport:
         self.deferred += other.deferred
         self.backlog += other.backlog
         self.failed += other.failed
-        self.unclaimed = self.unclaimed or other.unclaimed

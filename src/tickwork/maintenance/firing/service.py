@@ -235,7 +235,6 @@ async def _fire_batch(
         deferred=deferred,
         backlog=sum(p.backlog for p in settled) + len(due) - processed,
         failed=len(failed),
-        unclaimed=due[0].more_due,
     )
 
 
@@ -370,8 +369,7 @@ async def run_once(
             ),
         )
         progressed = batch.claimed > batch.deferred
-        more = batch.backlog or batch.unclaimed
-        if not progressed or (batch.claimed < config.batch and not more):
+        if not progressed or (batch.claimed < config.batch and not batch.backlog):
             return report
 
 
