@@ -492,13 +492,7 @@ def run_scale(
         )
     if spent:
         print(f"  statements from the due time until the last job ({seconds:.0f} s), by time:")
-        print("     ms/s     calls/s   ms/call  buffers/call  statement")
-        for s in spent:
-            calls = max(s.calls, 1)
-            print(
-                f"  {s.ms / seconds:7.1f}  {s.calls / seconds:10.1f}  {s.ms / calls:8.2f}  "
-                f"{s.buffers / calls:12.0f}  {s.name}"
-            )
+        measure.print_statements(spent, seconds)
 
 
 def main() -> None:

@@ -112,6 +112,18 @@ def statements(conn: psycopg.Connection[Any]) -> Statements:
     return found
 
 
+def print_statements(spent: list[Statement], seconds: float) -> None:
+    """A table of ``spent`` (from :func:`statements_between`) over ``seconds``: database time
+    and calls per second, time and buffers per call."""
+    print("   ms/s      calls/s   ms/call  buffers/call  statement")
+    for s in spent:
+        calls = max(s.calls, 1)
+        print(
+            f"  {s.ms / seconds:6.1f}  {s.calls / seconds:10.1f}  {s.ms / calls:8.2f}  "
+            f"{s.buffers / calls:12.0f}  {s.name}"
+        )
+
+
 def statements_between(before: Statements, after: Statements, top: int) -> list[Statement]:
     """The ``top`` statements by execution time between two readings."""
     spent = []

@@ -302,13 +302,7 @@ def _print_statements(readings: list[tuple[str, float, measure.Statements]]) -> 
     for (phase, began, before), (_, ended, after) in itertools.pairwise(readings):
         seconds = ended - began
         print(f"statements {phase} ({seconds:.0f} s), by execution time:")
-        print("   ms/s      calls/s   ms/call  buffers/call  statement")
-        for s in measure.statements_between(before, after, 6):
-            calls = max(s.calls, 1)
-            print(
-                f"  {s.ms / seconds:6.1f}  {s.calls / seconds:10.1f}  {s.ms / calls:8.2f}  "
-                f"{s.buffers / calls:12.0f}  {s.name}"
-            )
+        measure.print_statements(measure.statements_between(before, after, 6), seconds)
 
 
 def _figure(value: float | None) -> str:
