@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections import Counter
 from pathlib import Path
 from typing import IO, Any
@@ -132,6 +133,17 @@ class Fleet:
         )
         self.processes[name] = process
         return process
+
+    def wait_started(self, timeout: float = 60.0) -> None:
+        """Until every process has logged that its worker started (a loaded machine takes
+        seconds to start a Python process; a fault test's clock starts after that)."""
+        deadline = time.monotonic() + timeout
+        while not all("action=worker_started" in self.log(name) for name in self.processes):
+            if exits := self.exits():
+                raise AssertionError(f"a worker exited before it started:\n{exits}")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the workers did not start within {timeout:.0f}s")
+            time.sleep(0.05)
 
     def exited(self) -> dict[str, int]:
         """The processes that are no longer running, with their exit status."""
