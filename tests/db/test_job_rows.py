@@ -1,0 +1,61 @@
+"""A job read from the database (``jobs_db.job_from_row``, which fills the frozen dataclass
+without its ``__init__`` for speed) is the same :class:`Job` its constructor builds: every
+field set, equal, still frozen."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import timedelta
+
+import psycopg
+import pytest
+
+import tickwork
+from tests.support.helpers import T0
+from tickwork.clock import SettableClock
+from tickwork.db import jobs as jobs_db
+from tickwork.db import store
+from tickwork.model import Backoff, Job, JobStatus
+
+
+def _fields(job: Job) -> dict[str, object]:
+    return {field.name: getattr(job, field.name) for field in dataclasses.fields(Job)}
+
+
+def test_a_claimed_job_is_the_job_its_constructor_builds(
+    app: tickwork.App, clock: SettableClock, conn: psycopg.Connection
+) -> None:
+    app.enqueue(
+        "rows.full",
+        {"nested": [1, {"a": None}]},
+        queue="q",
+        priority=3,
+        run_at=T0 - timedelta(seconds=5),
+        unique_key="u",
+        max_attempts=4,
+        retry=Backoff(2.0, 3.0, 60.0),
+        timeout=9.5,
+        concurrency_key="c",
+    )
+    app.enqueue("rows.bare", None)
+    claimed = store.run(
+        conn,
+        jobs_db.claim_jobs("w1", ["q", "default"], {"rows.full": 7, "rows.bare": 2}, 10, 30, T0),
+    )
+    assert [job.kind for job in claimed] == ["rows.full", "rows.bare"]
+    for job in claimed:
+        assert set(vars(job)) == {field.name for field in dataclasses.fields(Job)}
+        rebuilt = Job(**_fields(job))
+        assert job == rebuilt
+        assert job.status is JobStatus.RUNNING
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            job.attempt = 5  # type: ignore[misc]
+    full, bare = claimed
+    assert (full.retry, full.timeout, full.max_attempts) == (Backoff(2.0, 3.0, 60.0), 9.5, 4)
+    assert (full.unique_key, full.concurrency_key, full.priority) == ("u", "c", 3)
+    assert full.payload == {"nested": [1, {"a": None}]}
+    assert (bare.retry, bare.schedule, bare.max_attempts, bare.last_error) == (None, None, 2, None)
+    fetched = store.run(conn, jobs_db.get_job(full.id))
+    assert fetched is not None and fetched.created_at is not None
+    assert set(vars(fetched)) == set(vars(full))
+    assert dataclasses.replace(fetched, attempt=9).attempt == 9
