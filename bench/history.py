@@ -1,4 +1,4 @@
-"""Big history: claim and firing latency with millions of finished jobs kept, against none.
+"""Big history: claim, completion and firing latency with millions of finished jobs kept.
 
     python bench/history.py                       # 10,000,000 finished jobs
     python bench/history.py --finished 1000000    # a smaller history
@@ -10,9 +10,10 @@ cancelled; half of them jobs of 1,000 schedules in 10 namespaces (each occurrenc
 one-off jobs; finished over the last 7 days less an hour, so the workers' retention (7 days by
 default) deletes none of them during the run. Each time it measures:
 
-- claim latency: --backlog available jobs are queued and claimed --batch at a time, each
-  claim committed, until --claims claims are timed (queued again when drained); the claim
-  statement timed from the client: p50, p99, max;
+- claim and completion latency: --backlog available jobs are queued and claimed --batch at
+  a time, each claim committed, until --claims claims are timed (queued again when drained);
+  the claim statement timed from the client: p50, p99, max; and each batch claimed recorded
+  succeeded (the worker's completion statement, committed) timed the same way;
 - firing latency: --schedules cron schedules due in the same minute, fired by --processes
   worker processes, as ``bench/firing.py --schedules`` measures it: lag from due to commit
   p50/p99/max and occurrences per second;
@@ -37,7 +38,8 @@ import measure
 import psycopg
 import servers
 
-from tickwork.db import migrate
+from tickwork.db import jobs as jobs_db
+from tickwork.db import migrate, store
 
 KIND = "bench.history"
 CHUNK = 1_000_000
@@ -82,17 +84,22 @@ ORDER BY 1
 class Figures:
     finished: int
     claim_ms: list[float]
+    complete_ms: list[float]
     cron: firing.CronRun
     sizes: dict[str, int]
     statements: list[measure.Statement]
     """While firing: the statements that took the most time (with ``--statements``)."""
 
 
-def _claims(conn: psycopg.Connection[Any], backlog: int, batch: int, claims: int) -> list[float]:
+def _claims(
+    conn: psycopg.Connection[Any], backlog: int, batch: int, claims: int
+) -> tuple[list[float], list[float]]:
     """Seconds of ``claims`` committed claims of ``batch`` jobs on a backlog of ``backlog``
-    available jobs (queued again when drained); the jobs queued are deleted after."""
+    available jobs (queued again when drained), and of the completions of their jobs; the
+    jobs queued are deleted after."""
     op = measure.claim_op("bench-history", KIND, batch)
     times: list[float] = []
+    completions: list[float] = []
     queued: list[int] = []
     while len(times) < claims:
         queued += [
@@ -109,8 +116,13 @@ def _claims(conn: psycopg.Connection[Any], backlog: int, batch: int, claims: int
             if not got:
                 break
             times.append(took)
+            started = time.perf_counter()
+            with conn.transaction():
+                done = store.run(conn, jobs_db.complete_jobs(got, None))
+            completions.append(time.perf_counter() - started)
+            assert len(done) == len(got), "every job claimed was recorded succeeded"
     conn.execute("DELETE FROM tickwork.jobs WHERE id = ANY(%s::bigint[])", (queued,))
-    return times
+    return times, completions
 
 
 def _sizes(conn: psycopg.Connection[Any]) -> dict[str, int]:
@@ -120,14 +132,16 @@ def _sizes(conn: psycopg.Connection[Any]) -> dict[str, int]:
 def _measure(url: str, finished: int, args: argparse.Namespace) -> Figures:
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("VACUUM ANALYZE tickwork.jobs")
-        claim = _claims(conn, args.backlog, args.batch, args.claims)
+        claim, complete = _claims(conn, args.backlog, args.batch, args.claims)
         sizes = _sizes(conn)
         statements = args.statements and measure.statements_enable(conn)
         before = measure.statements(conn) if statements else {}
         cron = firing.measure_cron(url, args.schedules, args.processes, quiet=True)
         after = measure.statements(conn) if statements else {}
         spent = measure.statements_between(before, after, 8)
-    return Figures(finished, [1000 * t for t in claim], cron, sizes, spent)
+    return Figures(
+        finished, [1000 * t for t in claim], [1000 * t for t in complete], cron, sizes, spent
+    )
 
 
 def _build(url: str, total: int) -> None:
@@ -174,6 +188,12 @@ def report(empty: Figures, full: Figures, args: argparse.Namespace) -> None:
             f"claim {name} ({args.claims} claims of {args.batch}, {args.backlog:,} queued)",
             ms(empty.claim_ms, q),
             ms(full.claim_ms, q),
+        )
+    for q, name in ((0.5, "p50"), (0.99, "p99"), (1.0, "max")):
+        row(
+            f"completion {name} (each batch claimed)",
+            ms(empty.complete_ms, q),
+            ms(full.complete_ms, q),
         )
     for label, pick in (
         ("firing lag p50 (due -> commit)", lambda f: f"{f.cron.figures.p50_ms:.1f} ms"),
