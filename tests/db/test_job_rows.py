@@ -9,6 +9,8 @@ from datetime import timedelta
 
 import psycopg
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import tickwork
 from tests.support.helpers import T0
@@ -59,3 +61,45 @@ def test_a_claimed_job_is_the_job_its_constructor_builds(
     assert fetched is not None and fetched.created_at is not None
     assert set(vars(fetched)) == set(vars(full))
     assert dataclasses.replace(fetched, attempt=9).attempt == 9
+
+
+TEXT = st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00"))
+"""What a jsonb string holds (NUL is refused at enqueue, tested with the limits)."""
+JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | TEXT,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(TEXT, inner, max_size=4),
+    max_leaves=12,
+).filter(lambda value: value is not None)  # None is enqueued as {}
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(payload=JSON)
+def test_a_payload_reads_back_as_the_drivers_jsonb_loader_reads_it(
+    app: tickwork.App, conn: psycopg.Connection, payload: object
+) -> None:
+    """The worker parses the payload's JSON text itself; what it gets is what psycopg's jsonb
+    loader gives (a float stored as an integral numeric comes back an int either way)."""
+    job_id = app.enqueue("rows.payload", payload)
+    job = store.run(conn, jobs_db.get_job(job_id))
+    stored = conn.execute("SELECT payload FROM tickwork.jobs WHERE id = %s", (job_id,)).fetchone()
+    assert job is not None and stored is not None
+    assert job.payload == stored[0]
+    assert type(job.payload) is type(stored[0])
+    if not _has_float(payload):
+        assert job.payload == payload
+
+
+def _has_float(value: object) -> bool:
+    if isinstance(value, float):
+        return True
+    if isinstance(value, list):
+        return any(_has_float(item) for item in value)
+    if isinstance(value, dict):
+        return any(_has_float(item) for item in value.values())
+    return False

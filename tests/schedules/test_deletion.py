@@ -139,9 +139,9 @@ def test_pruning_cancels_delayed_due_and_retrying_jobs_and_lets_the_running_one_
     assert (stored["enabled"], stored["next_run_at"]) == (False, None)
 
     # the running job finishes and succeeds; nothing stopped it
-    running = job_row(conn, doomed.running)
-    assert running["cancel_requested_at"] is None
-    job = jobs_db.job_from_row(running)
+    assert job_row(conn, doomed.running)["cancel_requested_at"] is None
+    job = store.run(conn, jobs_db.get_job(doomed.running))
+    assert job is not None
     assert store.run(conn, jobs_db.complete_jobs([job], at(602))) == {doomed.running}
     assert job_row(conn, doomed.running)["status"] == "succeeded"
     assert schedule(conn, "doomed")["last_success_at"] == at(602)

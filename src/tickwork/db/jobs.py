@@ -4,6 +4,7 @@ typed rows they return, mapped from the columns by name. Executed with :func:`st
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -31,8 +32,9 @@ _STATUSES = {status.value: status for status in JobStatus}
 
 
 def job_from_row(row: Row) -> Job:
-    """A job from a row of ``tickwork.jobs`` columns; the columns a query leaves out (the
-    claim's last error and times) are None.
+    """A job from a row of ``tickwork.jobs`` columns, the payload as JSON text
+    (``payload_json``); the columns a query leaves out (the claim's last error and times) are
+    None.
 
     Built field by field into the new object's ``__dict__``, as :func:`copy.copy` builds a
     copy: a frozen dataclass's ``__init__`` sets each of its 23 fields through
@@ -43,7 +45,7 @@ def job_from_row(row: Row) -> Job:
         id=JobId(row["id"]),
         kind=row["kind"],
         queue=row["queue"],
-        payload=row["payload"],
+        payload=json.loads(row["payload_json"]),
         priority=row["priority"],
         run_at=row["run_at"],
         status=_STATUSES[row["status"]],
