@@ -109,26 +109,23 @@ def _check(conn: psycopg.Connection, fleet: Fleet, ids: list[int]) -> None:
         " GROUP BY 1, 2 HAVING count(*) > 1"
     ).fetchall()
     assert duplicates == []
-    # Fired, whatever their state: the ticks queue behind the work jobs, and the check runs as
+    # Whatever else their state: the ticks queue behind the work jobs, and the check runs as
     # soon as the work is done, while the latest ticks may still wait for a slot.
-    ticks = conn.execute(
-        "SELECT count(*), count(*) FILTER (WHERE status NOT IN ('available', 'running',"
-        " 'succeeded')) FROM tickwork.jobs WHERE kind = %s",
+    failed_ticks = conn.execute(
+        "SELECT count(*) FROM tickwork.jobs"
+        " WHERE kind = %s AND status NOT IN ('available', 'running', 'succeeded')",
         (TICK,),
     ).fetchone()
-    assert ticks is not None
-    assert ticks[1] == 0, "a tick failed"
+    assert failed_ticks == (0,), "a tick failed"
     assert fleet.exits() == "", "no worker exits"
     assert fleet.lines("action=lease_recovered") == [], "no lease ran out"
     assert fleet.lines("action=worker_crashed") == []
 
 
-def _fired(conn: psycopg.Connection, since: datetime, until: datetime | None = None) -> int:
-    """How many ticks were fired from ``since`` (to ``until``), per the database's clock."""
+def _fired(conn: psycopg.Connection, since: datetime) -> int:
+    """How many ticks were fired from ``since`` on, per the database's clock."""
     row = conn.execute(
-        "SELECT count(*) FROM tickwork.jobs WHERE kind = %s AND created_at >= %s"
-        " AND created_at < coalesce(%s::timestamptz, 'infinity')",
-        (TICK, since, until),
+        "SELECT count(*) FROM tickwork.jobs WHERE kind = %s AND created_at >= %s", (TICK, since)
     ).fetchone()
     return row[0] if row else 0
 
@@ -178,7 +175,7 @@ def test_workers_ride_out_connections_cut_every_second_or_two(
             cut += proxy.cut()
         faults_over = time.monotonic()
         assert cut >= 5 * 3, "connections of every worker were cut, again and again"
-        during = _fired(conn, faults_began, _database_now(conn))
+        during = _fired(conn, faults_began)
         assert during >= FAULT_SECONDS / 2, f"the schedules kept firing: {during} ticks"
         _wait_settled(conn, faults_over)
         _check(conn, fleet, ids)
