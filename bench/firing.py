@@ -535,8 +535,9 @@ def main() -> None:
         else:
             run_cron(url, args.schedules or 1000, args.processes)
 
-    preload = {"shared_preload_libraries": "pg_stat_statements"} if args.statements else {}
-    with servers.database_server(args.database_url, track_commit_timestamp="on", **preload) as url:
+    with servers.database_server(
+        args.database_url, track_commit_timestamp="on", **measure.preload(args.statements)
+    ) as url:
         run(url)
 
 

@@ -237,8 +237,9 @@ def main() -> None:
     for name in ("finished", "backlog", "batch", "claims", "schedules", "processes"):
         if getattr(args, name) < 1:
             parser.error(f"--{name}: must be at least 1")
-    preload = {"shared_preload_libraries": "pg_stat_statements"} if args.statements else {}
-    with servers.database_server(args.database_url, track_commit_timestamp="on", **preload) as url:
+    with servers.database_server(
+        args.database_url, track_commit_timestamp="on", **measure.preload(args.statements)
+    ) as url:
         migrate.apply(url)
         print(f"history: claim and firing latency, empty vs {args.finished:,} finished jobs")
         print("  measuring with an empty history")

@@ -92,6 +92,12 @@ class Statement:
 Statements = dict[int, Statement]
 
 
+def preload(statements: bool) -> dict[str, str]:
+    """The private server's settings for a benchmark's ``--statements``: pg_stat_statements
+    preloaded (nothing without it)."""
+    return {"shared_preload_libraries": "pg_stat_statements"} if statements else {}
+
+
 def statements_enable(conn: psycopg.Connection[Any]) -> bool:
     """Make pg_stat_statements readable in this database; False where the server does not
     preload it."""

@@ -362,8 +362,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.hold >= args.seconds:
         parser.error("--hold: must be shorter than --seconds")
-    preload = {"shared_preload_libraries": "pg_stat_statements"} if args.statements else {}
-    with servers.database_server(args.database_url, **preload) as url:
+    with servers.database_server(args.database_url, **measure.preload(args.statements)) as url:
         summary(soak(url, args))
 
 
