@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import importlib
 import logging
 import os
@@ -66,8 +67,18 @@ def run(args: argparse.Namespace, env: common.Env) -> int:
     app.configure(settings.database_url)
     common.check_connection(settings.database_url)
     worker = Worker(app, settings)
+    freeze_startup_objects()
     asyncio.run(serve(worker))
     return exit_abandoning_threads(1 if worker.failed else 0)
+
+
+def freeze_startup_objects() -> None:
+    """Put what start-up made (modules, the app, its settings: ~93,000 objects) out of the
+    garbage collector's reach, so that a full collection walks only what the worker makes as
+    it runs. Without it, a worker draining no-op jobs stopped 36-60 ms for each full
+    collection (bench/peers.py)."""
+    gc.collect()
+    gc.freeze()
 
 
 def load_app(spec: str) -> App:
