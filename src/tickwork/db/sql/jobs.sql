@@ -584,14 +584,15 @@ GROUP BY j.schedule_namespace, j.schedule_name;
 
 -- name: job_open_of_namespaces
 -- The operator's status: for each schedule of some namespaces, how many of its jobs are pending
--- or running (open_count, exact) and the first %(shown)s of them by id.
+-- or running (open_count, exact) and the first %(shown)s of them by id. schedule_name IS NOT
+-- NULL lets jobs_schedule_open_idx serve it (a namespace alone does not imply its predicate).
 SELECT schedule_namespace, schedule_name, id, status, occurrence_at, attempt, open_count
 FROM (
     SELECT j.schedule_namespace, j.schedule_name, j.id, j.status, j.occurrence_at, j.attempt,
            count(*) OVER per_schedule AS open_count,
            row_number() OVER (per_schedule ORDER BY j.id) AS place
     FROM tickwork.jobs j
-    WHERE j.status IN ('available', 'running')
+    WHERE j.status IN ('available', 'running') AND j.schedule_name IS NOT NULL
       AND j.schedule_namespace = ANY(%(namespaces)b::text[])
     WINDOW per_schedule AS (PARTITION BY j.schedule_namespace, j.schedule_name)
 ) open_jobs
@@ -631,10 +632,13 @@ GROUP BY queue;
 
 -- name: job_gauge_orphaned
 -- Jobs of kinds no live worker registers (seen within %(ttl_seconds)s): available, running,
--- and dead with their on_dead hook pending, per kind and status.
+-- and dead with their on_dead hook pending, per kind and status. The statuses are ORed, not an
+-- IN list, so that each arm is read through its partial index (jobs_claim_idx,
+-- jobs_lease_idx, jobs_on_dead_pending_idx); IN matches none of them and the whole table is
+-- read (2 s at 10,000,000 finished jobs kept: bench/history.py).
 SELECT kind, status, count(*)
 FROM tickwork.jobs
-WHERE status IN ('available', 'running') OR on_dead_pending
+WHERE status = 'available' OR status = 'running' OR on_dead_pending
 GROUP BY kind, status
 HAVING kind NOT IN (
     SELECT unnest(kinds) FROM tickwork.workers
@@ -642,13 +646,14 @@ HAVING kind NOT IN (
 
 -- name: job_queues
 -- Per queue: backlog (due now, due later), running, finished in the last window, dead.
+-- The open statuses are ORed, as job_gauge_orphaned explains.
 WITH counted AS (
     SELECT queue,
            (status = 'available' AND run_at <= coalesce(%(now)s, now()))::int AS due,
            (status = 'available' AND run_at > coalesce(%(now)s, now()))::int AS later,
            (status = 'running')::int AS running,
            0 AS succeeded, 0 AS failed, 0 AS dead
-    FROM tickwork.jobs WHERE status IN ('available', 'running') AND (%(scope)s::text[] IS NULL OR schedule_namespace = ANY (%(scope)s::text[]))
+    FROM tickwork.jobs WHERE (status = 'available' OR status = 'running') AND (%(scope)s::text[] IS NULL OR schedule_namespace = ANY (%(scope)s::text[]))
     UNION ALL
     SELECT queue, 0, 0, 0, (status = 'succeeded')::int, (status = 'dead')::int, 0
     FROM tickwork.jobs
@@ -739,11 +744,11 @@ LIMIT %(limit)s;
 -- name: claim_floor_refresh
 -- The claim floors (migration 0013), one per queue and kind with available or running jobs or
 -- a floor already: the oldest run_at of its available jobs, never later than now, less the
--- margin; valid for %(valid_seconds)s.
+-- margin; valid for %(valid_seconds)s. The statuses are ORed, as job_gauge_orphaned explains.
 WITH pairs AS (
     SELECT queue, kind, min(run_at) FILTER (WHERE status = 'available') AS oldest
     FROM tickwork.jobs
-    WHERE status IN ('available', 'running')
+    WHERE status = 'available' OR status = 'running'
     GROUP BY queue, kind
 ),
 floors AS (
