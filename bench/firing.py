@@ -53,7 +53,6 @@ import psycopg
 import servers
 
 import tickwork
-from tickwork.cli.worker import freeze_startup_objects
 from tickwork.db import migrate
 from tickwork.schedules.definition import JobTemplate, ScheduleDefinition
 from tickwork.settings import WorkerSettings
@@ -78,7 +77,6 @@ def _serve(url: str, name: str, namespaces: tuple[str, ...]) -> None:
         database_url=url, app="bench", name=name, namespaces=namespaces, concurrency=1
     )
     worker = Worker(tickwork.App(url), settings)
-    freeze_startup_objects()  # as `tickwork worker` does
 
     async def main() -> None:
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, worker.stop)
