@@ -67,7 +67,7 @@ def table(conn: psycopg.Connection[Any]) -> list[Any]:
 def test_no_statement_reads_the_whole_jobs_table(
     conn: psycopg.Connection[Any], table: list[Any]
 ) -> None:
-    ops = {
+    ops: dict[str, store.Op[Any]] = {
         "completion": jobs_db.complete_jobs(table, None),
         "heartbeat": jobs_db.extend_leases(table, 30.0, None),
         "hand-back": jobs_db.hand_back_jobs(table, None),
