@@ -21,11 +21,12 @@ import argparse
 import statistics
 import time
 
+import measure
 import psycopg
 from servers import database_server
 
-from tickwork.db import connections, migrate, store
 from tickwork.db import jobs as jobs_db
+from tickwork.db import migrate, store
 
 KIND = "bench.claim"
 
@@ -55,9 +56,7 @@ def _fill(conn: psycopg.Connection, busy_jobs: int, keys: int, jobs: int) -> Non
 
 def run(url: str, busy_jobs: int, keys: int, jobs: int, batch: int) -> None:
     migrate.apply(url)
-    # A worker's connection options (no prepared statements: each statement planned for
-    # its own parameters, as a worker's are).
-    with connections.connect(url, autocommit=True) as conn:
+    with measure.worker_connection(url) as conn:
         _fill(conn, busy_jobs, keys, jobs)
         op = jobs_db.claim_jobs("bench", ["default"], {KIND: 5}, batch, 30.0, None)
         times: list[float] = []

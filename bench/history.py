@@ -38,8 +38,8 @@ import measure
 import psycopg
 import servers
 
-from tickwork.db import connections, migrate, store
 from tickwork.db import jobs as jobs_db
+from tickwork.db import migrate, store
 
 KIND = "bench.history"
 CHUNK = 1_000_000
@@ -130,9 +130,7 @@ def _sizes(conn: psycopg.Connection[Any]) -> dict[str, int]:
 
 
 def _measure(url: str, finished: int, args: argparse.Namespace) -> Figures:
-    # A worker's connection options (no prepared statements: each statement planned for
-    # its own parameters, as a worker's are).
-    with connections.connect(url, autocommit=True) as conn:
+    with measure.worker_connection(url) as conn:
         conn.execute("VACUUM ANALYZE tickwork.jobs")
         claim, complete = _claims(conn, args.backlog, args.batch, args.claims)
         sizes = _sizes(conn)

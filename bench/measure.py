@@ -17,8 +17,8 @@ from typing import Any
 
 import psycopg
 
+from tickwork.db import connections, queries, store
 from tickwork.db import jobs as jobs_db
-from tickwork.db import queries, store
 from tickwork.model import Job
 
 
@@ -45,6 +45,12 @@ def explain_claim(conn: psycopg.Connection[Any], op: store.Op[list[Job]]) -> str
             "EXPLAIN (ANALYZE, BUFFERS) " + queries.QUERIES[op.query], op.params
         ).fetchall()
     return "\n".join(str(row[0]) for row in rows)
+
+
+def worker_connection(url: str) -> psycopg.Connection[Any]:
+    """An autocommit connection with a worker's options: no prepared statements, so each
+    statement is planned for its own parameters, as a worker's are."""
+    return connections.connect(url, autocommit=True)
 
 
 def percentile(values: Sequence[float], q: float) -> float:
