@@ -8,6 +8,7 @@ has its late writes fenced when it resumes."""
 
 from __future__ import annotations
 
+import asyncio
 import random
 import signal
 import socket
@@ -25,9 +26,11 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 import tickwork
 from tests.db.fault_app import TICK, WORK
 from tests.db.fault_helpers import CutProxy, Fleet, runs, runs_by_process
-from tests.support.helpers import wait_until_sync
+from tests.support.helpers import T0, wait_until_sync
+from tickwork.clock import SettableClock
 from tickwork.db import connections, migrate
 from tickwork.db.embedded import EmbeddedPostgres, find_bindir
+from tickwork.maintenance import firing
 from tickwork.schedules.definition import JobTemplate, ScheduleDefinition
 
 JOBS = 300
@@ -332,3 +335,56 @@ def test_a_multi_host_url_reaches_the_server_that_answers(
         what="the job to run through the multi-host URL",
     )
     assert fleet.exits() == ""
+
+
+def test_firings_a_crash_loses_fire_again_once(
+    restartable: tuple[EmbeddedPostgres, Path],
+) -> None:
+    """A crash right after a firing pass keeps all of it or none of it. Each round fires the
+    next minute of 40 schedules and crashes PostgreSQL at once (SIGQUIT to every process:
+    ``restart -m immediate``); then every schedule either has its occurrence's job and has
+    moved past it, or has neither, and the next pass fires whatever was missing, once. The
+    firing commit waits for its WAL flush, so no acknowledged pass is lost."""
+    server, bindir = restartable
+    url = server.conninfo
+    migrate.apply(url)
+    clock = SettableClock(T0)
+    app = tickwork.App(url, clock=clock)
+    try:
+        app.sync_schedules(
+            "crash",
+            [
+                ScheduleDefinition(f"s{i:02}", JobTemplate(kind=TICK), schedule="* * * * *")
+                for i in range(40)
+            ],
+        )
+    finally:
+        app.close()
+
+    async def pass_at(now: datetime) -> firing.FireReport:
+        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+            return await firing.run_once(conn, ["crash"], now)
+
+    read = (
+        "SELECT s.name, s.next_run_at, count(j.id) FROM tickwork.schedules s"
+        " LEFT JOIN tickwork.jobs j ON j.schedule_namespace = s.namespace"
+        " AND j.schedule_name = s.name AND j.occurrence_at = %s"
+        " WHERE s.namespace = 'crash' GROUP BY 1, 2"
+    )
+    lost = 0
+    for minute in range(1, 4):
+        occurrence = T0 + timedelta(minutes=minute)
+        assert asyncio.run(pass_at(occurrence)).fired == 40
+        _pg_ctl(server, bindir, "restart", "-m", "immediate")
+        with psycopg.connect(url, autocommit=True) as conn:
+            after_crash = conn.execute(read, (occurrence,)).fetchall()
+        moved = {name for name, next_run_at, _ in after_crash if next_run_at > occurrence}
+        with_job = {name for name, _, count in after_crash if count == 1}
+        assert moved == with_job, "a schedule moved on without its job, or the reverse"
+        lost += 40 - len(moved)
+        asyncio.run(pass_at(occurrence))  # fires what the crash lost, and nothing twice
+        with psycopg.connect(url, autocommit=True) as conn:
+            again = conn.execute(read, (occurrence,)).fetchall()
+        assert sorted(count for _, _, count in again) == [1] * 40
+        assert all(next_run_at > occurrence for _, next_run_at, _ in again)
+    assert lost == 0, "a firing pass whose commit was acknowledged was lost"
