@@ -342,7 +342,7 @@ async def test_the_cache_follows_revisions(
 def spec_key(conn: psycopg.Connection[Any], name: str) -> str:
     """The key the firing claim reads for the stored spec of ``name``."""
     row = conn.execute(
-        "SELECT md5(spec::text) FROM tickwork.schedules WHERE namespace = %s AND name = %s",
+        "SELECT spec_key FROM tickwork.schedules WHERE namespace = %s AND name = %s",
         (NS, name),
     ).fetchone()
     assert row is not None
@@ -376,6 +376,33 @@ async def test_hashed_cron_fields_are_parsed_per_name(
     assert spec_key(conn, "a") == spec_key(conn, "b")
     assert a is not None and b is not None and a is not b
     assert a.definition.name == "a" and b.definition.name == "b"
+
+
+async def test_the_stored_spec_key_follows_the_spec_and_not_the_firings(
+    app: tickwork.App, aconn: psycopg.AsyncConnection[Any], conn: psycopg.Connection[Any]
+) -> None:
+    """The claim and the warming read the spec key stored with the row (migration 0016): it
+    is the hash of the spec as stored, written with the spec, untouched by a firing."""
+
+    def keys() -> dict[str, tuple[str, str]]:
+        rows = conn.execute(
+            "SELECT name, spec_key, md5(spec::text) FROM tickwork.schedules WHERE namespace = %s",
+            (NS,),
+        ).fetchall()
+        return {name: (stored, computed) for name, stored, computed in rows}
+
+    app.sync_schedules(NS, [every("a", 60), every("b", 60), every("c", 120)])
+    first = keys()
+    assert all(stored == computed for stored, computed in first.values())
+    assert first["a"] == first["b"] != first["c"], "equal specs, equal keys"
+
+    assert (await fire(aconn, at(120))).fired == 3
+    assert keys() == first, "a firing's advance leaves the key as it was"
+
+    app.sync_schedules(NS, [every("a", 30), every("b", 60), every("c", 120)])
+    second = keys()
+    assert second["a"][0] != first["a"][0] and second["a"][0] == second["a"][1]
+    assert second["b"] == first["b"] and second["c"] == first["c"]
 
 
 async def test_warming_parses_the_schedules_due_next_ahead_of_time(

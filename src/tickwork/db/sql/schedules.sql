@@ -64,8 +64,8 @@ SELECT pg_notify('tickwork_schedules', %(namespace)s);
 -- (100: 2,000 rows, not a batch from each). The earliest %(limit)s candidates not held are
 -- locked, found again by the row version the read saw (ctid: one page, not an index descent;
 -- FOR UPDATE rechecks a row changed since). A schedule whose firing failed waits for its
--- retry time. spec_key names the stored spec's content (its canonical jsonb text):
--- schedules with equal specs share one parsed definition.
+-- retry time. spec_key names the stored spec's content (migration 0016): schedules with equal
+-- specs share one parsed definition.
 WITH busy AS MATERIALIZED (
     SELECT offered.namespace, head.next_run_at AS head
     FROM unnest(%(namespaces)b::text[]) AS offered(namespace)
@@ -100,7 +100,7 @@ candidate AS MATERIALIZED (
     ) AS due
 )
 SELECT s.namespace, s.name, s.revision, s.next_run_at, s.missed_before, s.state,
-       s.firing_failures AS failures, md5(s.spec::text) AS spec_key,
+       s.firing_failures AS failures, s.spec_key,
        coalesce(%(now)s, now()) AS now
 FROM (SELECT * FROM candidate ORDER BY next_run_at) AS c
 JOIN tickwork.schedules s ON s.ctid = c.row_id
@@ -177,10 +177,10 @@ SELECT coalesce(%(now)s, now()) AS now,
 -- Schedules of the offered namespaces due before a horizon, the earliest first across them
 -- all (the firing loop parses their definitions ahead of time, while it would otherwise
 -- sleep); set-aside ones are left out.
-SELECT soon.namespace, soon.name, soon.revision, md5(soon.spec::text) AS spec_key
+SELECT soon.namespace, soon.name, soon.revision, soon.spec_key
 FROM unnest(%(namespaces)b::text[]) AS offered(namespace)
 CROSS JOIN LATERAL (
-    SELECT namespace, name, revision, next_run_at, spec
+    SELECT namespace, name, revision, next_run_at, spec_key
     FROM tickwork.schedules s
     WHERE s.namespace = offered.namespace
       AND s.enabled AND NOT s.suspended
