@@ -337,7 +337,7 @@ def test_a_multi_host_url_reaches_the_server_that_answers(
     assert fleet.exits() == ""
 
 
-def test_firings_a_crash_loses_fire_again_once(
+def test_a_crash_right_after_a_firing_pass_loses_none_of_it(
     restartable: tuple[EmbeddedPostgres, Path],
 ) -> None:
     """A crash right after a firing pass keeps all of it or none of it. Each round fires the
@@ -382,7 +382,7 @@ def test_firings_a_crash_loses_fire_again_once(
         with_job = {name for name, _, count in after_crash if count == 1}
         assert moved == with_job, "a schedule moved on without its job, or the reverse"
         lost += 40 - len(moved)
-        asyncio.run(pass_at(occurrence))  # fires what the crash lost, and nothing twice
+        asyncio.run(pass_at(occurrence))  # whatever was missing fires, and nothing twice
         with psycopg.connect(url, autocommit=True) as conn:
             again = conn.execute(read, (occurrence,)).fetchall()
         assert sorted(count for _, _, count in again) == [1] * 40
