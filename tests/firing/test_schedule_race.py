@@ -95,8 +95,8 @@ async def test_a_process_killed_inside_its_firing_transaction_leaves_no_partial_
 
     wait_until_sync(blocked_in_the_advance, what="the firing pass to reach its last statement")
     (pid, query) = frozen[0]
-    # Blocked in the advance, the statement after the insert of the jobs:
-    assert QUERIES["schedule_advance"].startswith(query[:500])
+    # Blocked in the advance, which follows the insert of the jobs in the same statement:
+    assert QUERIES["schedule_fire"].startswith(query[:500])
     assert _rows(
         conn,
         "SELECT 1 FROM pg_locks WHERE pid = %s AND relation = 'tickwork.jobs'::regclass"

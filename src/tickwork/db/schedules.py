@@ -16,7 +16,7 @@ from psycopg.types.json import Jsonb
 
 from tickwork.db.jobs import Key
 from tickwork.db.store import Op, Row, column, nothing
-from tickwork.model import JobId, JobStatus
+from tickwork.model import JobId, JobStatus, NewJob, TraceContext
 
 _names = column("name")
 
@@ -164,36 +164,85 @@ def get_specs(keys: Sequence[Key]) -> Op[dict[Key, StoredSpec]]:
 
 
 @dataclass(frozen=True)
-class Advance:
-    """Where a firing pass leaves one schedule."""
+class Outcome:
+    """How schedules that fire alike fire: the jobs they get (``job``'s fields, bar the
+    schedule's name, for each of ``occurrences``: (occurrence, run_at)) and where they go next,
+    with and without a job created (FixedDelay waits for the job it created)."""
 
-    namespace: str
-    name: str
-    revision: int
+    job: NewJob | None
+    """None when no occurrence gets a job."""
+    occurrences: Sequence[tuple[datetime, datetime]]
     next_run_at: datetime | None
     missed_before: datetime | None
-    last_occurrence_at: datetime | None
+    next_run_at_created: datetime | None
+    missed_before_created: datetime | None
     skipped: int
-    last_job_id: JobId | None
 
 
-def advance(advances: Sequence[Advance]) -> Op[set[Key]]:
-    """Apply ``advances`` to rows still at their revision; returns the schedules updated."""
+@dataclass(frozen=True)
+class Fired:
+    """What :func:`fire` did: jobs created by (outcome index, occurrence), and the schedules not
+    at their revision (nothing of the batch should then be kept)."""
+
+    created: dict[tuple[int, datetime], int]
+    stale: list[Key]
+
+
+def fire(
+    schedules: Sequence[tuple[str, str, int, int]],
+    outcomes: Sequence[Outcome],
+    trace_context: TraceContext | None,
+) -> Op[Fired]:
+    """Create the jobs of claimed ``schedules`` ((namespace, name, revision, index into
+    ``outcomes``)) and move them to their next run; the jobs are created in ``trace_context``."""
+    jobs = [outcome.job or _NO_JOB for outcome in outcomes]
+    retries = [job.retry for job in jobs]
+    numbered = [(i, o) for i, outcome in enumerate(outcomes) for o in outcome.occurrences]
     return Op(
-        "schedule_advance",
+        "schedule_fire",
         {
-            "namespaces": [a.namespace for a in advances],
-            "names": [a.name for a in advances],
-            "revisions": [a.revision for a in advances],
-            "next_run_ats": [a.next_run_at for a in advances],
-            "missed_befores": [a.missed_before for a in advances],
-            "last_occurrences": [a.last_occurrence_at for a in advances],
-            "skipped": [a.skipped for a in advances],
-            "last_job_ids": [a.last_job_id for a in advances],
+            "namespaces": [s[0] for s in schedules],
+            "names": [s[1] for s in schedules],
+            "revisions": [s[2] for s in schedules],
+            "outcomes": [s[3] + 1 for s in schedules],  # WITH ORDINALITY counts from 1
+            "kinds": [j.kind for j in jobs],
+            "queues": [j.queue for j in jobs],
+            "payloads": [Jsonb(j.payload) for j in jobs],
+            "priorities": [j.priority for j in jobs],
+            "max_attempts": [j.max_attempts for j in jobs],
+            "retry_bases": [r.base if r else None for r in retries],
+            "retry_rates": [r.rate if r else None for r in retries],
+            "retry_maxes": [r.max if r else None for r in retries],
+            "timeouts": [j.timeout for j in jobs],
+            "concurrency_keys": [j.concurrency_key for j in jobs],
+            "skipped": [o.skipped for o in outcomes],
+            "next_run_ats": [o.next_run_at for o in outcomes],
+            "missed_befores": [o.missed_before for o in outcomes],
+            "next_run_ats_created": [o.next_run_at_created for o in outcomes],
+            "missed_befores_created": [o.missed_before_created for o in outcomes],
+            "occurrence_outcomes": [i + 1 for i, _ in numbered],
+            "occurrences": [o[0] for _, o in numbered],
+            "run_ats": [o[1] for _, o in numbered],
+            "trace_context": None if trace_context is None else Jsonb(trace_context),
         },
-        lambda rows: {(r["namespace"], r["name"]) for r in rows},
+        _fired,
         binary=True,
     )
+
+
+_NO_JOB = NewJob(kind="", queue="")
+"""The job fields of an outcome without jobs (never inserted: it has no occurrences)."""
+
+
+def _fired(rows: list[Row]) -> Fired:
+    created: dict[tuple[int, datetime], int] = {}
+    stale: list[Key] = []
+    for r in rows:
+        if r["outcome"] is None:
+            stale.append((r["namespace"], r["name"]))
+        else:
+            created[r["outcome"] - 1, r["occurrence_at"]] = r["jobs"]
+    return Fired(created, stale)
 
 
 @dataclass(frozen=True)

@@ -175,6 +175,17 @@ def job_payload(namespace: str, definition: ScheduleDefinition, state: Any) -> A
     return definition.job.payload if state is None else state
 
 
+def alike(definition: ScheduleDefinition) -> bool:
+    """Whether the schedules of ``definition`` (carrying no state) get the same job for an
+    occurrence but for its schedule name: not with jitter (hashed with the name), a container
+    (its payload names the Schedule) or BufferOne's own concurrency key (the schedule's)."""
+    return (
+        definition.jitter_seconds <= 0
+        and definition.container is None
+        and concurrency_key("", definition) == definition.job.concurrency_key
+    )
+
+
 def schedule_job(
     namespace: str, definition: ScheduleDefinition, occurrence: datetime | None, state: Any
 ) -> NewJob:

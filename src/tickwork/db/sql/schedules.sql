@@ -118,28 +118,99 @@ FROM tickwork.schedules s
 JOIN unnest(%(namespaces)b::text[], %(names)b::text[]) AS k(namespace, name)
   ON s.namespace = k.namespace AND s.name = k.name;
 
--- name: schedule_advance
--- Firing: move each schedule past the occurrences it settled, fenced by the revision read
--- at claim; a firing that worked clears the error of an earlier one. Returns the schedules
--- updated.
-UPDATE tickwork.schedules s
-SET next_run_at = a.next_run_at,
-    missed_before = a.missed_before,
-    last_occurrence_at = coalesce(a.last_occurrence_at, s.last_occurrence_at),
-    skipped_occurrences = s.skipped_occurrences + a.skipped,
-    last_job_id = coalesce(a.last_job_id, s.last_job_id),
-    last_job_status = CASE WHEN a.last_job_id IS NULL THEN s.last_job_status END,
-    firing_error = NULL,
-    firing_failures = 0,
-    firing_retry_at = NULL
-FROM unnest(%(namespaces)b::text[], %(names)b::text[], %(revisions)b::integer[],
-            %(next_run_ats)b::timestamptz[], %(missed_befores)b::timestamptz[],
-            %(last_occurrences)b::timestamptz[], %(skipped)b::bigint[],
-            %(last_job_ids)b::bigint[])
-     AS a(namespace, name, revision, next_run_at, missed_before, last_occurrence_at, skipped,
-          last_job_id)
-WHERE s.namespace = a.namespace AND s.name = a.name AND s.revision = a.revision AND s.enabled
-RETURNING s.namespace, s.name;
+-- name: schedule_fire
+-- Firing: the jobs of a batch of claimed schedules and their advance, one statement. The
+-- schedules come as rows (namespace, name, the revision read at claim, their outcome); an
+-- outcome is shared by the schedules that fire alike (same job fields but for the schedule's
+-- name, same occurrences and next run), so a batch of schedules due together sends a few
+-- outcomes, not a set of columns per job. An occurrence that already has a job is left alone
+-- (ON CONFLICT: any number of workers may fire it). Each schedule moves to its next run,
+-- fenced by its revision; a FixedDelay one whose job was created waits for that job's end (the
+-- outcome's next run when created differs from the one when not), and a firing that worked
+-- clears the error of an earlier one. Returns the jobs created by outcome and occurrence, and
+-- the schedules no longer at their revision (none while the batch holds their locks).
+WITH claimed AS MATERIALIZED (
+    SELECT *
+    FROM unnest(%(namespaces)b::text[], %(names)b::text[], %(revisions)b::integer[],
+                %(outcomes)b::integer[]) WITH ORDINALITY
+         AS c(namespace, name, revision, outcome, position)
+),
+outcome AS MATERIALIZED (
+    SELECT *
+    FROM unnest(%(kinds)b::text[], %(queues)b::text[], %(payloads)b::jsonb[],
+                %(priorities)b::smallint[], %(max_attempts)b::integer[],
+                %(retry_bases)b::double precision[], %(retry_rates)b::double precision[],
+                %(retry_maxes)b::double precision[], %(timeouts)b::double precision[],
+                %(concurrency_keys)b::text[]) WITH ORDINALITY
+         AS o(kind, queue, payload, priority, max_attempts, retry_base, retry_rate, retry_max,
+              timeout, concurrency_key, outcome)
+),
+occurrence AS MATERIALIZED (
+    SELECT *
+    FROM unnest(%(occurrence_outcomes)b::integer[], %(occurrences)b::timestamptz[],
+                %(run_ats)b::timestamptz[]) AS j(outcome, occurrence_at, run_at)
+),
+created AS (
+    INSERT INTO tickwork.jobs (
+        kind, queue, payload, priority, run_at, max_attempts,
+        retry_base_seconds, retry_rate, retry_max_seconds, timeout_seconds, concurrency_key,
+        schedule_namespace, schedule_name, occurrence_at, trace_context)
+    SELECT o.kind, o.queue, o.payload, o.priority, j.run_at, o.max_attempts,
+           o.retry_base, o.retry_rate, o.retry_max, o.timeout, o.concurrency_key,
+           c.namespace, c.name, j.occurrence_at, %(trace_context)b::jsonb
+    FROM claimed c
+    JOIN outcome o ON o.outcome = c.outcome
+    JOIN occurrence j ON j.outcome = c.outcome
+    ORDER BY c.position, j.occurrence_at  -- the ids follow the claim and the occurrences
+    ON CONFLICT (schedule_namespace, schedule_name, occurrence_at)
+        WHERE occurrence_at IS NOT NULL
+        DO NOTHING
+    RETURNING id, schedule_namespace, schedule_name, occurrence_at
+),
+fired AS (
+    -- Each claimed schedule with its newest job created (the ids follow the occurrences).
+    -- Grouped, not joined: the planner takes the arrays for 10 rows each, and a nested loop
+    -- over 500 rows each way costs more than the rest of the statement.
+    SELECT namespace, name, max(revision) AS revision, max(outcome) AS outcome,
+           max(id) AS job_id, max(occurrence_at) AS occurrence_at
+    FROM (SELECT namespace, name, revision, outcome, NULL::bigint AS id,
+                 NULL::timestamptz AS occurrence_at
+          FROM claimed
+          UNION ALL
+          SELECT schedule_namespace, schedule_name, NULL, NULL, id, occurrence_at
+          FROM created) AS both_sides
+    GROUP BY namespace, name
+),
+advanced AS (
+    -- An outcome's fields by subscript (fixed-width arrays: no join to misjudge).
+    UPDATE tickwork.schedules s
+    SET next_run_at = CASE WHEN f.job_id IS NULL
+                           THEN (%(next_run_ats)b::timestamptz[])[f.outcome]
+                           ELSE (%(next_run_ats_created)b::timestamptz[])[f.outcome] END,
+        missed_before = CASE WHEN f.job_id IS NULL
+                             THEN (%(missed_befores)b::timestamptz[])[f.outcome]
+                             ELSE (%(missed_befores_created)b::timestamptz[])[f.outcome] END,
+        last_occurrence_at = coalesce(f.occurrence_at, s.last_occurrence_at),
+        skipped_occurrences = s.skipped_occurrences + (%(skipped)b::bigint[])[f.outcome],
+        last_job_id = coalesce(f.job_id, s.last_job_id),
+        last_job_status = CASE WHEN f.job_id IS NULL THEN s.last_job_status END,
+        firing_error = NULL,
+        firing_failures = 0,
+        firing_retry_at = NULL
+    FROM fired f
+    WHERE s.namespace = f.namespace AND s.name = f.name AND s.revision = f.revision
+      AND s.enabled
+    RETURNING s.namespace, s.name
+)
+SELECT c.outcome, j.occurrence_at, count(*)::integer AS jobs, NULL::text AS namespace,
+       NULL::text AS name
+FROM created j
+JOIN claimed c ON c.namespace = j.schedule_namespace AND c.name = j.schedule_name
+GROUP BY c.outcome, j.occurrence_at
+UNION ALL
+SELECT NULL, NULL, NULL, c.namespace, c.name
+FROM claimed c
+WHERE NOT EXISTS (SELECT FROM advanced a WHERE a.namespace = c.namespace AND a.name = c.name);
 
 -- name: schedule_record_failures
 -- Firing: schedules whose firing failed keep their next run and wait for a retry, after

@@ -1,10 +1,13 @@
 """Firing: turn the due occurrences of the schedules a worker offers into jobs.
 
 One transaction per batch: claim up to ``batch`` due schedules with SKIP LOCKED, compute their
-due occurrences, apply the misfire and overlap policies, insert every job with one statement
-(an occurrence that already has a job is left alone: the unique occurrence key makes any
-number of workers harmless), and advance every schedule with one statement fenced by the
-revision read at claim. A crash anywhere rolls the whole batch back; the next worker fires it.
+due occurrences, apply the misfire and overlap policies, then insert every job and advance
+every schedule with one statement (an occurrence that already has a job is left alone: the
+unique occurrence key makes any number of workers harmless; the advance is fenced by the
+revision read at claim). Schedules that fire alike (same parsed definition, due time and
+decisions, nothing of their own in their jobs: no carried state, jitter, container or
+BufferOne key) share one outcome in that statement, so planning and the parameters cost per
+distinct outcome, not per schedule. A crash anywhere rolls the whole batch back; the next worker fires it.
 
 Isolation: a schedule whose firing fails for a reason of its own is set aside and the rest of
 its batch fires. Its stored spec may not be readable by this version, planning it may raise,

@@ -22,49 +22,50 @@ def label(key: jobs_db.Key) -> str:
 
 
 @dataclass(frozen=True)
-class Fired:
-    """What one schedule of a committed batch did."""
+class Created:
+    """Jobs a committed batch created for one occurrence, in one namespace, of one template."""
+
+    namespace: str
+    job: JobTemplate
+    occurrence: datetime
+    count: int
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """Occurrences one schedule of a committed batch threw away, by reason."""
 
     key: jobs_db.Key
     job: JobTemplate
-    occurrences: list[datetime]
-    """Of the jobs created."""
-    skipped: Mapping[str, int]
-    """Occurrences thrown away, by reason."""
+    reasons: Mapping[str, int]
 
 
-def fired(schedules: Iterable[Fired], now: datetime) -> None:
+def fired(created: Iterable[Created], skipped: Iterable[Skipped], now: datetime) -> None:
     """The schedules of a committed batch: jobs created per namespace, queue and kind; the
     firing lag of each occurrence (to ``now``, the transaction that inserted its job); the
     newest occurrence fired per namespace; occurrences skipped per schedule and reason (rare:
     a series only for a schedule that skips), with a log line each."""
-    created: Counter[tuple[str, str, str]] = Counter()
+    counts: Counter[tuple[str, str, str]] = Counter()
     newest: dict[str, datetime] = {}
-    lags: dict[str, list[float]] = {}
-    for one in schedules:
-        namespace = one.key[0]
-        if one.occurrences:
-            created[namespace, one.job.queue, one.job.kind] += len(one.occurrences)
-            lags.setdefault(namespace, []).extend(
-                (now - occurrence).total_seconds() for occurrence in one.occurrences
-            )
-            latest = max(one.occurrences)
-            if namespace not in newest or latest > newest[namespace]:
-                newest[namespace] = latest
-        for reason, count in one.skipped.items():
-            if count:
-                _skipped(one, reason, count)
-    for labels, count in created.items():
-        metrics.SCHEDULE_OCCURRENCES.labels(*labels).inc(count)
-    for namespace, seconds in lags.items():
-        histogram = metrics.SCHEDULE_FIRING_LAG.labels(namespace)
-        for lag in seconds:
+    for one in created:
+        counts[one.namespace, one.job.queue, one.job.kind] += one.count
+        histogram = metrics.SCHEDULE_FIRING_LAG.labels(one.namespace)
+        lag = (now - one.occurrence).total_seconds()
+        for _ in range(one.count):
             histogram.observe(lag)
+        if one.namespace not in newest or one.occurrence > newest[one.namespace]:
+            newest[one.namespace] = one.occurrence
+    for one_skipped in skipped:
+        for reason, count in one_skipped.reasons.items():
+            if count:
+                _skipped(one_skipped, reason, count)
+    for labels, count in counts.items():
+        metrics.SCHEDULE_OCCURRENCES.labels(*labels).inc(count)
     for namespace, instant in newest.items():
         metrics.SCHEDULE_LAST_FIRE.labels(namespace).set(instant.timestamp())
 
 
-def _skipped(one: Fired, reason: str, count: int) -> None:
+def _skipped(one: Skipped, reason: str, count: int) -> None:
     namespace, name = one.key
     job = one.job
     metrics.SCHEDULE_SKIPPED.labels(namespace, name, job.queue, job.kind, reason).inc(count)

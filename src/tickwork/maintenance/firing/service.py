@@ -26,7 +26,6 @@ from tickwork.maintenance.firing.config import (
     FiringConfig,
 )
 from tickwork.maintenance.firing.planner import Compiled
-from tickwork.model import NewJob
 from tickwork.schedules import policies
 from tickwork.schedules.definition import ConcurrencyPolicy
 
@@ -48,8 +47,6 @@ class _Plan:
     next_run_at: datetime | None = None
     backlog: bool = False
     replace: bool = False
-    jobs: list[NewJob] = field(default_factory=list)
-    created: list[jobs_db.CreatedJob] = field(default_factory=list)
     step: str = "firing it"
     """What the pass was doing for this schedule (named when it fails)."""
 
@@ -70,10 +67,7 @@ class _Stale(Exception):
     """A schedule changed under the pass; the batch is rolled back."""
 
 
-def _plan(
-    due: db.DueSchedule, compiled: Compiled, chunk: int, next_after: planner.NextAfter
-) -> _Plan:
-    planned = planner.plan(due, compiled, chunk, next_after)
+def _plan(due: db.DueSchedule, compiled: Compiled, planned: planner.Planned) -> _Plan:
     return _Plan(
         due,
         compiled,
@@ -141,21 +135,53 @@ async def _apply_overlap(
     return deferred
 
 
-def _advance(plan: _Plan) -> db.Advance:
+@dataclass
+class _Alike:
+    """Plans of a batch that fire alike (one :class:`db.Outcome`), and the jobs they got by
+    occurrence."""
+
+    plans: list[_Plan]
+    outcome: db.Outcome
+    created: dict[datetime, int] = field(default_factory=dict)
+
+
+def _alike(plan: _Plan) -> tuple[object, ...]:
+    """What the plans sharing an outcome have in common: namespace, parsed definition, due
+    time and decisions; a schedule whose jobs are its own (carried state, or
+    :func:`policies.alike` says no) shares with no other."""
     due = plan.due
-    next_run_at, missed_before = planner.advanced_runs(
-        due, plan.compiled, plan.next_run_at, fired=bool(plan.fire), created=bool(plan.created)
+    if due.state is not None or not policies.alike(plan.compiled.definition):
+        return due.namespace, due.name
+    return (
+        due.namespace,
+        id(plan.compiled),
+        due.next_run_at,
+        due.missed_before,
+        plan.fire,
+        plan.misfired,
+        plan.overlapped,
     )
-    newest = max(plan.created, key=lambda job: job.id, default=None)
-    return db.Advance(
-        namespace=due.namespace,
-        name=due.name,
-        revision=due.revision,
-        next_run_at=next_run_at,
-        missed_before=missed_before,
-        last_occurrence_at=newest.occurrence_at if newest else None,
+
+
+def _outcome(plan: _Plan) -> db.Outcome:
+    """The jobs and next run of ``plan`` (and of those alike)."""
+    due = plan.due
+    definition = named(plan.compiled, due.name)
+    jobs = [policies.schedule_job(due.namespace, definition, o, due.state) for o in plan.fire]
+    runs = {
+        created: planner.advanced_runs(
+            due, plan.compiled, plan.next_run_at, fired=bool(plan.fire), created=created
+        )
+        for created in (False, True)
+    }
+    return db.Outcome(
+        job=jobs[0] if jobs else None,
+        occurrences=[(job.occurrence_at, job.run_at) for job in jobs],  # type: ignore[misc]
+        next_run_at=runs[False][0],
+        missed_before=runs[False][1],
+        next_run_at_created=runs[True][0],
+        missed_before_created=runs[True][1],
         skipped=plan.skipped,
-        last_job_id=newest.id if newest else None,
     )
 
 
@@ -175,18 +201,24 @@ async def _fire_batch(
         plans: list[_Plan] = []
         spent = 0
         next_after = planner.NextAfter()
+        plannings: dict[tuple[int, datetime, datetime | None], planner.Planned] = {}
 
         def plan(row: db.DueSchedule) -> _Plan | None:
-            """The schedule's plan, or None when it failed (recorded in ``failed``)."""
+            """The schedule's plan, or None when it failed (recorded in ``failed``). Schedules
+            of one parsed definition due at one time are planned once (planning is pure)."""
             entry = compiled[row.namespace, row.name]
             if not isinstance(entry, Compiled):
                 failed[row.namespace, row.name] = (row, entry)
                 return None
+            key = (id(entry), row.next_run_at, row.missed_before)
             try:
-                return _plan(row, entry, config.chunk, next_after)
+                found = plannings.get(key)
+                if found is None:
+                    found = plannings[key] = planner.plan(row, entry, config.chunk, next_after)
             except Exception as exc:
                 failed[row.namespace, row.name] = (row, f"planning it failed: {describe(exc)}")
                 return None
+            return _plan(row, entry, found)
 
         processed = 0
         for row in due:
@@ -198,11 +230,10 @@ async def _fire_batch(
             if planned is not None:
                 plans.append(planned)
         with tracing.firing(namespaces, len(due)) as span:  # the jobs carry its context
-            settled, deferred = await _settle_apart(conn, plans, now, plan, failed)
+            settled, deferred, alike = await _settle_apart(conn, plans, now, plan, failed)
+            created = sum(sum(a.created.values()) for a in alike)
             span.counts(
-                created=sum(len(p.created) for p in settled),
-                skipped=sum(p.skipped for p in settled),
-                failed=len(failed),
+                created=created, skipped=sum(p.skipped for p in settled), failed=len(failed)
             )
         retries = {}
         if failed:
@@ -215,23 +246,29 @@ async def _fire_batch(
             )
     firing_metrics.fired(
         (
-            firing_metrics.Fired(
+            firing_metrics.Created(
+                a.plans[0].due.namespace, a.plans[0].compiled.definition.job, occurrence, count
+            )
+            for a in alike
+            for occurrence, count in a.created.items()
+        ),
+        (
+            firing_metrics.Skipped(
                 p.key,
                 p.compiled.definition.job,
-                [j.occurrence_at for j in p.created if j.occurrence_at is not None],
                 {"misfire": p.misfired, "overlap": p.overlapped},
             )
             for p in settled
+            if p.skipped
         ),
         due[0].now,
     )
     firing_metrics.failures({key: error for key, (_, error) in failed.items()}, retries)
-    created = sum(len(p.created) for p in settled)
     return FireReport(
         claimed=len(due),
         fired=created,
         skipped=sum(p.skipped for p in settled),
-        existing=sum(len(p.jobs) for p in settled) - created,
+        existing=sum(len(p.fire) for p in settled) - created,
         deferred=deferred,
         backlog=sum(p.backlog for p in settled) + len(due) - processed,
         failed=len(failed),
@@ -244,7 +281,7 @@ async def _settle_apart(
     now: datetime | None,
     replan: Callable[[db.DueSchedule], _Plan | None],
     failed: dict[jobs_db.Key, tuple[db.DueSchedule, str]],
-) -> tuple[list[_Plan], int]:
+) -> tuple[list[_Plan], int, list[_Alike]]:
     """:func:`_settle` in savepoints, so that one schedule's error sets only that one aside.
     The schedules that failed before get a savepoint each, the rest share one. A shared one
     that fails (for a reason of its rows: ``_tied_to_rows``) is redone in halves, with fresh
@@ -256,11 +293,12 @@ async def _settle_apart(
         groups.appendleft(fresh)
     settled: list[_Plan] = []
     deferred = 0
+    alike: list[_Alike] = []
     while groups:
         group = groups.popleft()
         try:
             async with conn.transaction():
-                done, held = await _settle(conn, group, now)
+                done, held, fired = await _settle(conn, group, now)
         except Exception as exc:
             if not _tied_to_rows(exc):
                 raise
@@ -273,44 +311,49 @@ async def _settle_apart(
             continue
         settled.extend(done)
         deferred += held
-    return settled, deferred
+        alike.extend(fired)
+    return settled, deferred, alike
 
 
 async def _settle(
     conn: connections.AsyncConnection, plans: list[_Plan], now: datetime | None
-) -> tuple[list[_Plan], int]:
-    """Overlap policies, the jobs (one insert) and the advance (one update) of ``plans``;
-    returns the plans settled and how many were deferred (Replace could not cancel)."""
+) -> tuple[list[_Plan], int, list[_Alike]]:
+    """Overlap policies, then the jobs and the advance of ``plans`` (one statement); returns
+    the plans settled, how many were deferred (Replace could not cancel) and the jobs created
+    by the plans firing alike."""
     deferred = {p.key for p in await _apply_overlap(conn, plans, now)}
     plans = [p for p in plans if p.key not in deferred]
+    alike: dict[tuple[object, ...], _Alike] = {}
     for p in plans:
         p.step = "making its jobs"
-        definition = named(p.compiled, p.due.name)
-        p.jobs = [
-            policies.schedule_job(p.due.namespace, definition, occurrence, p.due.state)
-            for occurrence in p.fire
-        ]
-    jobs = [job for p in plans for job in p.jobs]
-    by_key = {p.key: p for p in plans}
-    if jobs:
-        for p in plans:
-            p.step = INSERTING
-        inserting = jobs_db.insert_schedule_jobs(jobs, now, tracing.capture())
-        for job in await store.arun(conn, inserting):
-            by_key[job.namespace, job.name].created.append(job)
-    for p in plans:
-        p.step = "advancing it to its next run"
-    advanced = await store.arun(conn, db.advance([_advance(p) for p in plans]))
-    if len(advanced) != len(plans):
-        raise _Stale(", ".join(firing_metrics.label(p.key) for p in plans if p.key not in advanced))
-    return plans, len(deferred)
+        shape = _alike(p)
+        found = alike.get(shape)
+        if found is None:
+            alike[shape] = _Alike([p], _outcome(p))
+        else:
+            found.plans.append(p)
+        p.step = INSERTING if p.fire else ADVANCING
+    groups = list(alike.values())
+    schedules = [
+        (p.due.namespace, p.due.name, p.due.revision, i)
+        for i, group in enumerate(groups)
+        for p in group.plans
+    ]
+    firing = db.fire(schedules, [g.outcome for g in groups], tracing.capture())
+    fired = await store.arun(conn, firing)
+    if fired.stale:
+        raise _Stale(", ".join(firing_metrics.label(key) for key in fired.stale))
+    for (i, occurrence), count in fired.created.items():
+        groups[i].created[occurrence] = count
+    return plans, len(deferred), groups
 
 
 INSERTING = "inserting its jobs"
+ADVANCING = "advancing it to its next run"
 
 
 def _inserting(plan: _Plan) -> str:
-    instants = [job.occurrence_at.isoformat() for job in plan.jobs if job.occurrence_at]
+    instants = [occurrence.isoformat() for occurrence in plan.fire]
     if len(instants) == 1:
         return f"inserting the job of occurrence {instants[0]}"
     more = f" and {len(instants) - 3} more" if len(instants) > 3 else ""
@@ -328,8 +371,12 @@ def _tied_to_rows(exc: Exception) -> bool:
 
 
 def _failure(plan: _Plan, exc: Exception) -> str:
-    """The stored error of a schedule whose writes failed: why, then what the pass was doing."""
-    step = _inserting(plan) if plan.step == INSERTING else plan.step
+    """The stored error of a schedule whose writes failed: why, then what the pass was doing
+    (its jobs and its advance are one statement: PostgreSQL names the table it refused)."""
+    step = plan.step
+    if step == INSERTING:
+        refused = isinstance(exc, connections.DatabaseError) and exc.diag.table_name
+        step = ADVANCING if refused == "schedules" else _inserting(plan)
     if isinstance(exc, connections.DatabaseError):
         return f"refused by PostgreSQL: {db.refusal(exc)}, {step}"
     return f"{step} failed: {describe(exc)}"
