@@ -757,3 +757,19 @@ def test_racing_passes_over_namespaces_of_any_size_fire_each_due_schedule_once(
     ]
     assert [tuple(row) for row in fired] == expected
     assert sum(r.fired for r in reports) == sum(counts)
+
+
+async def test_warming_parses_each_distinct_spec_due_not_the_first_rows_due(
+    app: tickwork.App, aconn: psycopg.AsyncConnection[Any], conn: psycopg.Connection[Any]
+) -> None:
+    # Many schedules share the spec due first; the distinct specs due after them are warmed
+    # too, though the cache holds fewer entries than there are schedules due.
+    app.sync_schedules(
+        NS,
+        [cron(f"a{i:02}", "1 * * * *") for i in range(20)]
+        + [cron(f"b{i}", f"{2 + i} * * * *") for i in range(3)],
+    )
+    cache = firing.DefinitionCache(size=5)
+    assert await firing.warm(aconn, [NS], cache, at(3600), time.monotonic() + 60) == 4
+    for name in ("a00", "a19", "b0", "b1", "b2"):
+        assert cache.get(NS, name, spec_key(conn, name)) is not None, name

@@ -325,14 +325,23 @@ class NextDue:
     next_run_at: datetime | None
 
 
+UPCOMING_ROWS = 100_000
+"""Rows a warming read looks at per namespace (the specs it lists are among them)."""
+
+
 def upcoming(
     namespaces: Sequence[str], before: datetime, limit: int
 ) -> Op[list[tuple[str, str, int, str]]]:
-    """(namespace, name, revision, spec key) of the schedules due before ``before``, earliest
-    first."""
+    """(namespace, name, revision, spec key) of one schedule per distinct spec of each
+    namespace, of those due before ``before`` (at most ``limit``), earliest first."""
     return Op(
         "schedule_upcoming",
-        {"namespaces": list(namespaces), "before": before, "limit": limit},
+        {
+            "namespaces": list(namespaces),
+            "before": before,
+            "limit": limit,
+            "rows": UPCOMING_ROWS,
+        },
         lambda rows: [(r["namespace"], r["name"], r["revision"], r["spec_key"]) for r in rows],
     )
 

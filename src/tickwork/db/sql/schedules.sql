@@ -245,22 +245,30 @@ SELECT coalesce(%(now)s, now()) AS now,
         ) AS first) AS next_run_at;
 
 -- name: schedule_upcoming
--- Schedules of the offered namespaces due before a horizon, the earliest first across them
--- all (the firing loop parses their definitions ahead of time, while it would otherwise
--- sleep); set-aside ones are left out.
-SELECT soon.namespace, soon.name, soon.revision, soon.spec_key
-FROM unnest(%(namespaces)b::text[]) AS offered(namespace)
-CROSS JOIN LATERAL (
-    SELECT namespace, name, revision, next_run_at, spec_key
-    FROM tickwork.schedules s
-    WHERE s.namespace = offered.namespace
-      AND s.enabled AND NOT s.suspended
-      AND s.next_run_at <= %(before)s
-      AND s.firing_retry_at IS NULL
-    ORDER BY s.next_run_at
-    LIMIT %(limit)s
-) AS soon
-ORDER BY soon.next_run_at
+-- The specs of the offered namespaces' schedules due before a horizon, one schedule each (the
+-- earliest due of those sharing a spec in a namespace), the earliest first across them all:
+-- the firing loop parses them ahead of time, while it would otherwise sleep. Distinct, so
+-- that a million schedules made from a few thousand specs warm every one of them, not the
+-- cache's size of rows due first. A cron with hashed (H) fields is parsed per name: only the
+-- schedule listed here is warmed. Set-aside ones are left out.
+SELECT namespace, name, revision, spec_key
+FROM (
+    SELECT DISTINCT ON (soon.namespace, soon.spec_key)
+           soon.namespace, soon.name, soon.revision, soon.spec_key, soon.next_run_at
+    FROM unnest(%(namespaces)b::text[]) AS offered(namespace)
+    CROSS JOIN LATERAL (
+        SELECT namespace, name, revision, next_run_at, spec_key
+        FROM tickwork.schedules s
+        WHERE s.namespace = offered.namespace
+          AND s.enabled AND NOT s.suspended
+          AND s.next_run_at <= %(before)s
+          AND s.firing_retry_at IS NULL
+        ORDER BY s.next_run_at
+        LIMIT %(rows)s
+    ) AS soon
+    ORDER BY soon.namespace, soon.spec_key, soon.next_run_at
+) AS first_of_each
+ORDER BY next_run_at
 LIMIT %(limit)s;
 
 -- name: schedule_lock_one

@@ -7,7 +7,8 @@ unique occurrence key makes any number of workers harmless; the advance is fence
 revision read at claim). Schedules that fire alike (same parsed definition, due time and
 decisions, nothing of their own in their jobs: no carried state, jitter, container or
 BufferOne key) share one outcome in that statement, so planning and the parameters cost per
-distinct outcome, not per schedule. A crash anywhere rolls the whole batch back; the next worker fires it.
+distinct outcome, not per schedule. A crash anywhere rolls the whole batch back; the next
+worker fires it.
 
 Isolation: a schedule whose firing fails for a reason of its own is set aside and the rest of
 its batch fires. Its stored spec may not be readable by this version, planning it may raise,

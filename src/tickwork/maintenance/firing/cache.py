@@ -105,8 +105,9 @@ async def warm(
 ) -> int:
     """Parse the definitions of the schedules due before ``before`` into ``cache``, a chunk
     at a time, until done or ``time.monotonic()`` passes ``deadline``; returns how many.
-    Only the cache's size of them, the earliest due first: parsing more would evict the
-    ones needed first. Commits after each read, so no transaction stays open while parsing."""
+    Each distinct spec of a namespace once (equal specs share an entry), at most the cache's
+    size of them, the earliest due first: parsing more would evict the ones needed first.
+    Commits after each read, so no transaction stays open while parsing."""
     soon = await store.arun(conn, db.upcoming(namespaces, before, cache.size))
     await conn.commit()
     missing: dict[tuple[str, str], tuple[str, str, int, str]] = {}
