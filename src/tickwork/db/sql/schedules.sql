@@ -161,7 +161,7 @@ created AS (
     FROM claimed c
     JOIN outcome o ON o.outcome = c.outcome
     JOIN occurrence j ON j.outcome = c.outcome
-    ORDER BY c.position, j.occurrence_at  -- the ids follow the claim and the occurrences
+    ORDER BY c.position, j.occurrence_at  -- a schedule's ids follow its occurrences
     ON CONFLICT (schedule_namespace, schedule_name, occurrence_at)
         WHERE occurrence_at IS NOT NULL
         DO NOTHING
