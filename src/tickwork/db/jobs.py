@@ -112,7 +112,7 @@ def _enqueued(rows: list[Row]) -> Enqueued | None:
     return Enqueued(JobId(rows[0]["id"]), rows[0]["created"]) if rows else None
 
 
-def _carrier(trace_context: TraceContext | None) -> Jsonb | None:
+def carrier(trace_context: TraceContext | None) -> Jsonb | None:
     """A trace context for ``jobs.trace_context``: the propagator's strings, JSON already."""
     return None if trace_context is None else Jsonb(trace_context)
 
@@ -126,7 +126,7 @@ def insert_job(
         kind=job.kind,
         payload=to_json("payload", job.payload),
         unique_key=job.unique_key,
-        trace_context=_carrier(trace_context),
+        trace_context=carrier(trace_context),
         now=now,
     )
     return Op("job_insert", params, _enqueued)
@@ -144,7 +144,7 @@ def insert_jobs(
     params.update(
         kind=template.kind,
         payloads=[to_json(f"payloads[{i}]", p) for i, p in enumerate(payloads)],
-        trace_context=_carrier(trace_context),
+        trace_context=carrier(trace_context),
         now=now,
     )
     return Op("job_insert_many", params, lambda rows: [JobId(r["id"]) for r in rows])
@@ -171,30 +171,41 @@ class CreatedJob:
     occurrence_at: datetime | None
 
 
+def template_columns(jobs: Sequence[NewJob]) -> dict[str, list[Any]]:
+    """The parallel arrays of what schedule jobs take from their template (kind, queue,
+    payload, priority, attempts, retry, timeout, concurrency key), as the queries inserting
+    them name their parameters. Payloads come from validated definitions or stored state:
+    plain JSON already."""
+    retries = [j.retry for j in jobs]
+    return {
+        "kinds": [j.kind for j in jobs],
+        "queues": [j.queue for j in jobs],
+        "payloads": [Jsonb(j.payload) for j in jobs],
+        "priorities": [j.priority for j in jobs],
+        "max_attempts": [j.max_attempts for j in jobs],
+        "retry_bases": [r.base if r else None for r in retries],
+        "retry_rates": [r.rate if r else None for r in retries],
+        "retry_maxes": [r.max if r else None for r in retries],
+        "timeouts": [j.timeout for j in jobs],
+        "concurrency_keys": [j.concurrency_key for j in jobs],
+    }
+
+
 def insert_schedule_jobs(
     jobs: Sequence[NewJob], now: datetime | None, trace_context: TraceContext | None = None
 ) -> Op[list[CreatedJob]]:
     """One statement for all ``jobs``, all created in ``trace_context``; an occurrence that has
-    a job already is skipped. Payloads come from validated definitions or stored state: plain
-    JSON already."""
+    a job already is skipped (the triggers and backfills of :mod:`tickwork.schedules.operations`;
+    the firing pass inserts its jobs with :func:`tickwork.db.schedules.fire`)."""
     return Op(
         "job_insert_for_schedules",
         {
-            "kinds": [j.kind for j in jobs],
-            "queues": [j.queue for j in jobs],
-            "payloads": [Jsonb(j.payload) for j in jobs],
-            "priorities": [j.priority for j in jobs],
+            **template_columns(jobs),
             "run_ats": [j.run_at for j in jobs],
-            "max_attempts": [j.max_attempts for j in jobs],
-            "retry_bases": [j.retry.base if j.retry else None for j in jobs],
-            "retry_rates": [j.retry.rate if j.retry else None for j in jobs],
-            "retry_maxes": [j.retry.max if j.retry else None for j in jobs],
-            "timeouts": [j.timeout for j in jobs],
-            "concurrency_keys": [j.concurrency_key for j in jobs],
             "namespaces": [j.schedule_namespace for j in jobs],
             "names": [j.schedule_name for j in jobs],
             "occurrences": [j.occurrence_at for j in jobs],
-            "trace_context": _carrier(trace_context),
+            "trace_context": carrier(trace_context),
             "now": now,
         },
         lambda rows: [

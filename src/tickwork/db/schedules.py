@@ -14,7 +14,7 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from tickwork.db.jobs import Key
+from tickwork.db.jobs import Key, carrier, template_columns
 from tickwork.db.store import Op, Row, column, nothing
 from tickwork.model import JobId, JobStatus, NewJob, TraceContext
 
@@ -196,7 +196,6 @@ def fire(
     """Create the jobs of claimed ``schedules`` ((namespace, name, revision, index into
     ``outcomes``)) and move them to their next run; the jobs are created in ``trace_context``."""
     jobs = [outcome.job or _NO_JOB for outcome in outcomes]
-    retries = [job.retry for job in jobs]
     numbered = [(i, o) for i, outcome in enumerate(outcomes) for o in outcome.occurrences]
     return Op(
         "schedule_fire",
@@ -205,16 +204,7 @@ def fire(
             "names": [s[1] for s in schedules],
             "revisions": [s[2] for s in schedules],
             "outcomes": [s[3] + 1 for s in schedules],  # WITH ORDINALITY counts from 1
-            "kinds": [j.kind for j in jobs],
-            "queues": [j.queue for j in jobs],
-            "payloads": [Jsonb(j.payload) for j in jobs],
-            "priorities": [j.priority for j in jobs],
-            "max_attempts": [j.max_attempts for j in jobs],
-            "retry_bases": [r.base if r else None for r in retries],
-            "retry_rates": [r.rate if r else None for r in retries],
-            "retry_maxes": [r.max if r else None for r in retries],
-            "timeouts": [j.timeout for j in jobs],
-            "concurrency_keys": [j.concurrency_key for j in jobs],
+            **template_columns(jobs),
             "skipped": [o.skipped for o in outcomes],
             "next_run_ats": [o.next_run_at for o in outcomes],
             "missed_befores": [o.missed_before for o in outcomes],
@@ -223,7 +213,7 @@ def fire(
             "occurrence_outcomes": [i + 1 for i, _ in numbered],
             "occurrences": [o[0] for _, o in numbered],
             "run_ats": [o[1] for _, o in numbered],
-            "trace_context": None if trace_context is None else Jsonb(trace_context),
+            "trace_context": carrier(trace_context),
         },
         _fired,
         binary=True,
