@@ -133,11 +133,19 @@ CLAIM_CANDIDATES = 4
 with any due) and locks one batch of them, skipping those other workers hold."""
 
 
-def claim_due(namespaces: Sequence[str], limit: int, now: datetime | None) -> Op[list[DueSchedule]]:
+def claim_due(
+    namespaces: Sequence[str],
+    limit: int,
+    now: datetime | None,
+    waits: Sequence[float] | None = None,
+) -> Op[list[DueSchedule]]:
+    """Lock up to ``limit`` due schedules of ``namespaces``; ``waits`` (one per namespace,
+    default none): seconds overdue before a namespace's schedules are claimed."""
     return Op(
         "schedule_claim_due",
         {
             "namespaces": list(namespaces),
+            "waits": _waits(namespaces, waits),
             "limit": limit,
             "candidates": limit * CLAIM_CANDIDATES,
             "now": now,
@@ -342,6 +350,14 @@ def next_due(namespaces: Sequence[str], now: datetime | None) -> Op[NextDue]:
         {"namespaces": list(namespaces), "now": now},
         lambda rows: NextDue(**rows[0]),
     )
+
+
+def _waits(namespaces: Sequence[str], waits: Sequence[float] | None) -> list[float]:
+    if waits is None:
+        return [0.0] * len(namespaces)
+    if len(waits) != len(namespaces):
+        raise ValueError(f"waits: one per namespace ({len(namespaces)}), not {len(waits)}")
+    return [float(w) for w in waits]
 
 
 # --- one schedule -------------------------------------------------------------------------

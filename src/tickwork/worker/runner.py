@@ -400,7 +400,17 @@ class Worker:
             config = replace(config, max_sleep=min(config.max_sleep, self.settings.poll_seconds))
         loop = firing.loop(
             self.pool,
-            firing.Firing(self.settings.namespaces, config),
+            firing.Firing(
+                self.settings.namespaces,
+                config,
+                firing.Shares(
+                    self.name,
+                    self.settings.namespaces,
+                    ttl=self.settings.worker_ttl_seconds,
+                    wait=config.share_wait,
+                    refresh=config.share_refresh,
+                ),
+            ),
             clock=self.clock,
             wake=self._schedules_wake,
             alive=lambda config: self._liveness.beat("firing", config.max_sleep),

@@ -57,7 +57,9 @@ SELECT pg_notify('tickwork_schedules', %(namespace)s);
 
 -- name: schedule_claim_due
 -- Firing: lock a batch of due schedules of the offered namespaces, the earliest first,
--- skipping those another worker holds. Each namespace is read through its own index range,
+-- skipping those another worker holds. A namespace offered with a wait of w seconds has its
+-- schedules claimed once they are w seconds overdue (another worker's share, see
+-- maintenance/firing/shares.py). Each namespace is read through its own index range,
 -- unlocked, from its earliest due schedule on (past the index entries of the schedules it
 -- just fired, dead until a vacuum). The namespaces with any due share the %(candidates)s
 -- candidates evenly, so a claim reads a few batches' worth however many namespaces are busy
@@ -66,16 +68,20 @@ SELECT pg_notify('tickwork_schedules', %(namespace)s);
 -- FOR UPDATE rechecks a row changed since). A schedule whose firing failed waits for its
 -- retry time. spec_key names the stored spec's content (migration 0016): schedules with equal
 -- specs share one parsed definition.
-WITH busy AS MATERIALIZED (
-    SELECT offered.namespace, head.next_run_at AS head
-    FROM unnest(%(namespaces)b::text[]) AS offered(namespace)
+WITH offered AS MATERIALIZED (
+    SELECT o.namespace, coalesce(%(now)s, now()) - make_interval(secs => o.wait) AS until
+    FROM unnest(%(namespaces)b::text[], %(waits)b::float8[]) AS o(namespace, wait)
+),
+busy AS MATERIALIZED (
+    SELECT offered.namespace, offered.until, head.next_run_at AS head
+    FROM offered
     CROSS JOIN LATERAL (
         SELECT s.next_run_at
         FROM tickwork.schedules s
         WHERE s.namespace = offered.namespace
           AND s.enabled AND NOT s.suspended
-          AND s.next_run_at <= coalesce(%(now)s, now())
-          AND (s.firing_retry_at IS NULL OR s.firing_retry_at <= coalesce(%(now)s, now()))
+          AND s.next_run_at <= offered.until
+          AND (s.firing_retry_at IS NULL OR s.firing_retry_at <= offered.until)
         ORDER BY s.next_run_at
         LIMIT 1
     ) AS head
@@ -93,8 +99,8 @@ candidate AS MATERIALIZED (
         WHERE s.namespace = busy.namespace
           AND s.next_run_at >= busy.head
           AND s.enabled AND NOT s.suspended
-          AND s.next_run_at <= coalesce(%(now)s, now())
-          AND (s.firing_retry_at IS NULL OR s.firing_retry_at <= coalesce(%(now)s, now()))
+          AND s.next_run_at <= busy.until
+          AND (s.firing_retry_at IS NULL OR s.firing_retry_at <= busy.until)
         ORDER BY s.next_run_at
         LIMIT (SELECT per_namespace FROM share)
     ) AS due

@@ -36,6 +36,7 @@ from tickwork.maintenance.firing.cache import DefinitionCache, warm
 from tickwork.maintenance.firing.config import FireReport, FiringConfig
 from tickwork.maintenance.firing.loop import loop
 from tickwork.maintenance.firing.service import Firing, run_once
+from tickwork.maintenance.firing.shares import Shares
 
 CHANNEL = "tickwork_schedules"
 """Notified with a namespace when its schedules changed or a FixedDelay run was set."""
@@ -46,6 +47,7 @@ __all__ = [
     "FireReport",
     "Firing",
     "FiringConfig",
+    "Shares",
     "loop",
     "run_once",
     "warm",

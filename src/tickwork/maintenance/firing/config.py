@@ -35,6 +35,11 @@ class FiringConfig:
     the schedules due next, so parsing is off the path from due time to job."""
     warm_chunk: int = 500
     """Definitions fetched and parsed per step of warming (it stops when the sleep is up)."""
+    share_wait: float = 10.0
+    """Seconds another worker's share of a namespace is overdue before this worker claims it
+    while it has its own share to fire (with less to do, it claims any due schedule)."""
+    share_refresh: float = 10.0
+    """How often the live workers are read again to see who shares what."""
 
     def __post_init__(self) -> None:
         positive(
@@ -47,7 +52,10 @@ class FiringConfig:
             "error_sleep",
             "cache_size",
             "warm_chunk",
+            "share_refresh",
         )
+        if self.share_wait < 0:
+            raise ConfigurationError(f"share_wait: must be >= 0, not {self.share_wait!r}")
         if self.warm_idle < 0:
             raise ConfigurationError(f"warm_idle: must be >= 0, not {self.warm_idle!r}")
 

@@ -26,6 +26,7 @@ from tickwork.maintenance.firing.config import (
     FiringConfig,
 )
 from tickwork.maintenance.firing.planner import Compiled
+from tickwork.maintenance.firing.shares import Shares
 from tickwork.schedules import policies
 from tickwork.schedules.definition import ConcurrencyPolicy
 
@@ -188,12 +189,13 @@ def _outcome(plan: _Plan) -> db.Outcome:
 async def _fire_batch(
     conn: connections.AsyncConnection,
     namespaces: Sequence[str],
+    waits: Sequence[float] | None,
     now: datetime | None,
     cache: DefinitionCache,
     config: FiringConfig,
 ) -> FireReport:
     async with conn.transaction():
-        due = await store.arun(conn, db.claim_due(namespaces, config.batch, now))
+        due = await store.arun(conn, db.claim_due(namespaces, config.batch, now, waits))
         if not due:
             return FireReport()
         compiled = await _compile(conn, due, cache)
@@ -387,36 +389,48 @@ async def run_once(
     namespaces: Sequence[str],
     now: datetime | None,
     *,
+    waits: Sequence[float] | None = None,
     cache: DefinitionCache | None = None,
     config: FiringConfig = DEFAULTS,
 ) -> FireReport:
     """Fire everything due in ``namespaces`` at ``now`` (None: the database clock), batch
-    after batch (one transaction each); an empty list fires nothing."""
+    after batch (one transaction each); an empty list fires nothing. ``waits`` (one per
+    namespace, default none): seconds a namespace's schedules are overdue before a claim
+    takes them while this worker has its own share to fire (the other workers' shares,
+    :mod:`.shares`); once a claim comes back short, the next takes any due schedule."""
     report = FireReport()
     if not namespaces:
         return report
     cache = cache or DefinitionCache()
+    # With waits, a claim that comes back short (this worker's share is done for now) is
+    # followed by one without: the others' due schedules, which this worker has time for.
+    scopes = (waits, None) if waits and any(waits) else (None,)
     while True:
-        try:
-            batch = await _fire_batch(conn, namespaces, now, cache, config)
-        except _Stale as stale:
-            metrics.VERSION_MISMATCHES.labels("fire").inc()
-            log.warning(
-                "version mismatch: schedules changed during a firing pass; rolled back",
+        for scope in scopes:
+            try:
+                batch = await _fire_batch(conn, namespaces, scope, now, cache, config)
+            except _Stale as stale:
+                metrics.VERSION_MISMATCHES.labels("fire").inc()
+                log.warning(
+                    "version mismatch: schedules changed during a firing pass; rolled back",
+                    extra=fields(
+                        action="version_mismatch",
+                        namespace=",".join(namespaces),
+                        schedule=str(stale),
+                    ),
+                )
+                return report
+            report.add(batch)
+            log.debug(
+                "fired due schedules",
                 extra=fields(
-                    action="version_mismatch", namespace=",".join(namespaces), schedule=str(stale)
+                    action="schedules_fired", namespace=",".join(namespaces), count=batch.fired
                 ),
             )
-            return report
-        report.add(batch)
-        log.debug(
-            "fired due schedules",
-            extra=fields(
-                action="schedules_fired", namespace=",".join(namespaces), count=batch.fired
-            ),
-        )
-        progressed = batch.claimed > batch.deferred
-        if not progressed or (batch.claimed < config.batch and not batch.backlog):
+            progressed = batch.claimed > batch.deferred
+            if progressed and (batch.claimed == config.batch or batch.backlog):
+                break  # more due: claim again, this worker's share first
+        else:
             return report
 
 
@@ -424,15 +438,22 @@ class Firing:
     """Firing shaped as a service: :meth:`run_once` fires the namespaces it was given, their
     parsed definitions kept across passes. Not a shared duty: every worker offering a
     namespace fires it, and the claim of each due schedule (SKIP LOCKED) keeps them apart.
+    With ``shares``, the other workers' shares of the namespaces wait (:mod:`.shares`).
     Its loop (:func:`tickwork.maintenance.firing.loop.loop`) sleeps until the next due run;
     :attr:`interval` is the longest it sleeps."""
 
     name = "firing"
     shared = False
 
-    def __init__(self, namespaces: Sequence[str], config: FiringConfig = DEFAULTS) -> None:
+    def __init__(
+        self,
+        namespaces: Sequence[str],
+        config: FiringConfig = DEFAULTS,
+        shares: Shares | None = None,
+    ) -> None:
         self.namespaces = tuple(namespaces)
         self.config = config
+        self.shares = shares
         self.cache = DefinitionCache(config.cache_size)
 
     @property
@@ -440,4 +461,7 @@ class Firing:
         return self.config.max_sleep
 
     async def run_once(self, conn: connections.AsyncConnection, now: datetime | None) -> FireReport:
-        return await run_once(conn, self.namespaces, now, cache=self.cache, config=self.config)
+        waits = await self.shares.update(conn, now) if self.shares else None
+        return await run_once(
+            conn, self.namespaces, now, waits=waits, cache=self.cache, config=self.config
+        )
