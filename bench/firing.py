@@ -31,7 +31,10 @@ few milliseconds. The jobs are created, not run: no process serves their kind, s
 firing alone (``bench/throughput.py`` measures running jobs).
 
 Runs on a database of its own: on the server of ``--database-url``, or on a private PostgreSQL
-with its default durability (see servers.py).
+with its default durability (see servers.py). At scale the private server's shared_buffers
+and max_wal_size are sized for the load (``SCALE_SERVER``, printed; ``--postgres-defaults``
+runs it with PostgreSQL's own), and the run prints the WAL written and the checkpoints taken
+while firing, and the tables' sizes.
 """
 
 from __future__ import annotations
@@ -66,6 +69,13 @@ STARTUP_SECONDS = 10.0
 """Time allowed for the worker processes to start (spawn, imports, pools)."""
 SYNC_RATE = 10_000
 """Definitions synced per second, assumed when choosing the due minute (measured: ~15,000)."""
+SCALE_SERVER = {"shared_buffers": "2GB", "max_wal_size": "8GB"}
+"""The private server at scale, sized for the load as a production server would be: at 1M
+schedules the schedules table, its indexes and a minute's jobs (~1.5 GB) stay in shared
+buffers, and a minute of firing (~1.1 GB of WAL) passes without a checkpoint. With
+PostgreSQL's defaults (``--postgres-defaults``: 128MB, 1GB) pages go back and forth to the
+kernel's cache and each checkpoint (five in the minute) starts a new round of full-page
+images: 2.8 GB of WAL instead of 1.1."""
 GRACE = timedelta(minutes=1)
 """How long after the due time the benchmark waits for missing jobs."""
 POLL_SECONDS = 0.005
@@ -434,6 +444,13 @@ FROM (SELECT committed, extract(epoch FROM committed - occurrence_at)::float8 AS
 """
 
 
+_SIZE = "SELECT pg_total_relation_size(%s::regclass)"
+_WAL = """
+SELECT pg_current_wal_lsn() - '0/0'::pg_lsn, checkpoints_timed + checkpoints_req
+FROM pg_stat_bgwriter
+"""
+
+
 def run_scale(
     url: str, schedules: int, namespaces: int, spread: int, processes: int, statements: bool
 ) -> None:
@@ -460,6 +477,7 @@ def run_scale(
             print("--statements: the server does not preload pg_stat_statements")
             statements = False
         before = measure.statements(conn) if statements else {}
+        wal_before = conn.execute(_WAL).fetchone()
         began = time.monotonic()
         while _db_now(conn) < due + timedelta(seconds=spread / 2):
             time.sleep(0.2)
@@ -472,6 +490,11 @@ def run_scale(
             measure.statements_between(before, measure.statements(conn), 8) if statements else []
         )
         seconds = time.monotonic() - began
+        wal_after = conn.execute(_WAL).fetchone()
+        sizes = ", ".join(
+            f"{table} {_scalar(conn, _SIZE, (f'tickwork.{table}',)) / 2**20:,.0f} MiB"
+            for table in ("schedules", "jobs")
+        )
         source = _lag_source(conn)
         row = conn.execute(
             _SCALE_FIGURES.format(created=source),
@@ -490,6 +513,13 @@ def run_scale(
             f"  worker {i} RSS: {idle[i]} MiB started, {at_due[i]} MiB mid-window, "
             f"peak {peaks[i]} MiB"
         )
+    assert wal_before is not None and wal_after is not None
+    print(f"  tables with their indexes: {sizes}")
+    print(
+        f"  database from the due time until the last job: "
+        f"{(wal_after[0] - wal_before[0]) / 2**20:,.0f} MiB of WAL, "
+        f"{wal_after[1] - wal_before[1]} checkpoints"
+    )
     if spent:
         print(f"  statements from the due time until the last job ({seconds:.0f} s), by time:")
         measure.print_statements(spent, seconds)
@@ -516,6 +546,12 @@ def main() -> None:
         help="at scale: where the database's time went (pg_stat_statements, preloaded by the"
         " private server)",
     )
+    parser.add_argument(
+        "--postgres-defaults",
+        action="store_true",
+        help="at scale: the private server with PostgreSQL's own shared_buffers and"
+        " max_wal_size (128MB, 1GB), not sized for the load",
+    )
     servers.add_arguments(parser)
     args = parser.parse_args()
 
@@ -535,8 +571,16 @@ def main() -> None:
         else:
             run_cron(url, args.schedules or 1000, args.processes)
 
+    sized = {}
+    if (args.namespaces or args.spread) and not args.postgres_defaults:
+        sized = SCALE_SERVER
+        if not args.database_url:
+            print("private server: " + " ".join(f"{k}={v}" for k, v in sized.items()))
     with servers.database_server(
-        args.database_url, track_commit_timestamp="on", **measure.preload(args.statements)
+        args.database_url,
+        track_commit_timestamp="on",
+        **measure.preload(args.statements),
+        **sized,
     ) as url:
         run(url)
 
