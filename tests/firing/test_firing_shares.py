@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 import tickwork
 from tests.support.schedule_helpers import at, every, jobs
-from tickwork.db import store
+from tickwork.db import connections, store
 from tickwork.db import workers as workers_db
 from tickwork.db.workers import LiveWorker
 from tickwork.maintenance import firing
@@ -57,6 +57,24 @@ def test_each_namespace_offered_is_the_share_of_exactly_one_worker_offering_it(
     for offering, dealt in groups.items():
         counts = [dealt[name] for name in offering]
         assert max(counts) - min(counts) <= 1, (offering, dealt)
+
+
+@given(fleets, st.integers(1, 4))
+def test_the_passes_of_a_worker_deal_its_share_among_themselves(
+    fleet: dict[str, set[str]], parts: int
+) -> None:
+    me = sorted(fleet)[0]
+    namespaces, live = sorted(fleet[me]), _live(fleet)
+
+    def mine(part: tuple[int, int]) -> set[str]:
+        dealt = waits(me, namespaces, live, WAIT, part)
+        return {ns for ns, wait in zip(namespaces, dealt, strict=True) if wait == 0.0}
+
+    share = mine((0, 1))
+    dealt = [mine((i, parts)) for i in range(parts)]
+    assert set().union(*dealt) == share
+    assert sum(len(part) for part in dealt) == len(share)
+    assert max(map(len, dealt)) - min(map(len, dealt)) <= 1
 
 
 @given(fleets, st.sampled_from([f"w{i}" for i in range(6, 9)]))
@@ -108,7 +126,7 @@ async def test_a_pass_fires_its_share_first_then_a_stopped_workers_share(
     shares = firing.Shares("w1", namespaces, ttl=60, wait=WAIT, refresh=60)
     report = await firing.Firing(namespaces, config, shares).run_once(aconn, at(60))
 
-    assert shares.waits == (0.0, WAIT)
+    assert shares.dealt.whole == (0.0, WAIT)
     assert report.fired == 10  # nothing of the stopped worker's share is left
     order = _order(conn)
     assert order == ["ns-a"] * 5 + ["ns-b"] * 5, "its own share first, then the others'"
@@ -143,6 +161,35 @@ async def test_a_share_dealt_to_a_worker_gone_quiet_is_dealt_again(
     await _register(aconn, "w1", namespaces)
     await _register(aconn, "w2", namespaces)
     shares = firing.Shares("w1", namespaces, ttl=60, wait=WAIT, refresh=0)
-    assert await shares.update(aconn, at(30)) == (0.0, WAIT)
+    assert (await shares.update(aconn, at(30))).whole == (0.0, WAIT)
     # w2 has not been seen for longer than the ttl: w1 counts only itself.
-    assert await shares.update(aconn, at(61)) == (0.0, 0.0)
+    assert (await shares.update(aconn, at(61))).whole == (0.0, 0.0)
+
+
+async def test_a_backlog_is_fired_by_passes_on_connections_of_their_own(
+    app: tickwork.App,
+    aconn: psycopg.AsyncConnection[Any],
+    conn: psycopg.Connection[Any],
+    database_url: str,
+) -> None:
+    namespaces = [f"ns-{i}" for i in range(4)]
+    for ns in namespaces:
+        app.sync_schedules(ns, [every(f"s{i}", 60) for i in range(5)])
+    config = firing.FiringConfig(batch=2, connections=2)
+    shares = firing.Shares("w1", namespaces, ttl=60, wait=WAIT, refresh=60, parts=2)
+    pool = connections.async_pool(database_url, min_size=1, max_size=3)
+    await pool.open(wait=True)
+    try:
+        async with pool.connection() as first:
+            report = await firing.Firing(namespaces, config, shares, pool).run_once(first, at(60))
+        opened = pool.get_stats()["connections_num"]
+    finally:
+        await pool.close()
+
+    assert shares.dealt.parts == ((0.0, WAIT, 0.0, WAIT), (WAIT, 0.0, WAIT, 0.0))
+    assert opened == 2, "the backlog's second pass took a connection of its own"
+    assert report.claimed == report.fired == 20
+    fired = conn.execute(
+        "SELECT count(*), count(DISTINCT (schedule_namespace, schedule_name)) FROM tickwork.jobs"
+    ).fetchone()
+    assert fired == (20, 20)

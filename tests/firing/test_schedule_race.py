@@ -1,6 +1,7 @@
 """Several processes firing one namespace: a process killed inside its firing transaction
 leaves nothing behind and another fires the occurrence; three workers racing on every-second
-schedules make exactly one job per occurrence and miss none."""
+schedules make exactly one job per occurrence and miss none; two workers sharing out four
+namespaces through a backlog at every due instant do too."""
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ from tests.support.schedule_helpers import (
 )
 from tickwork.clock import SettableClock
 from tickwork.db.queries import QUERIES
+from tickwork.schedules.definition import JobTemplate
 
 Start = Any
 
@@ -161,3 +163,39 @@ def test_three_workers_racing_make_exactly_one_job_per_occurrence(
         )
     )
     assert lags[int(len(lags) * 0.99)] < 1.0, f"p99 firing lag {lags[int(len(lags) * 0.99)]}s"
+
+
+def test_two_workers_sharing_four_namespaces_through_backlogs_make_one_job_per_occurrence(
+    database_url: str, conn: psycopg.Connection[Any], start: Start
+) -> None:
+    """Each due instant puts 1,600 schedules in the claim, more than a batch: the workers
+    fire their shares with two passes at once each, and steal from each other once short."""
+    namespaces = tuple(f"shared-{i}" for i in range(4))
+    for name in ("w1", "w2"):
+        start(serve_schedules, name, namespaces)
+    wait_until_sync(
+        lambda: len(_rows(conn, "SELECT 1 FROM tickwork.workers")) == 2,
+        timeout=30,
+        what="the workers to start",
+    )
+    app = tickwork.App(database_url)
+    unserved = JobTemplate(kind="s.unserved")  # left queued: the test is about firing
+    for ns in namespaces:
+        app.sync_schedules(ns, [every(f"s{i:03}", 3, job=unserved) for i in range(400)])
+    app.close()
+    time.sleep(10)
+
+    (total, distinct) = _rows(
+        conn,
+        "SELECT count(*), count(DISTINCT (schedule_namespace, schedule_name, occurrence_at))"
+        " FROM tickwork.jobs",
+    )[0]
+    assert total == distinct, "an occurrence fired twice"
+    assert total >= 1_600 * 2
+    gaps = _rows(
+        conn,
+        "SELECT schedule_namespace, schedule_name FROM tickwork.jobs"
+        " GROUP BY 1, 2"
+        " HAVING count(*) <> 1 + extract(epoch FROM max(occurrence_at) - min(occurrence_at)) / 3",
+    )
+    assert gaps == [], "occurrences missed"

@@ -109,9 +109,9 @@ def fire_in_process(database_url: str, now: str) -> None:
     asyncio.run(main())
 
 
-def serve_schedules(database_url: str, name: str) -> None:
-    """A worker process offering NS and running its jobs (each returns a value, so the
-    completion write carries state too) until SIGTERM."""
+def serve_schedules(database_url: str, name: str, namespaces: tuple[str, ...] = (NS,)) -> None:
+    """A worker process offering ``namespaces`` and running its jobs (each returns a value,
+    so the completion write carries state too) until SIGTERM."""
     app = tickwork.App(database_url)
 
     @app.task(KIND)
@@ -119,7 +119,7 @@ def serve_schedules(database_url: str, name: str) -> None:
         return {"by": name}
 
     settings = WorkerSettings(
-        database_url=database_url, app="tests", name=name, namespaces=(NS,), poll_seconds=0.5
+        database_url=database_url, app="tests", name=name, namespaces=namespaces, poll_seconds=0.5
     )
     worker = Worker(app, settings)
 

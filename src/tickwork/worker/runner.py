@@ -153,7 +153,7 @@ class Worker:
 
     async def run(self) -> None:
         logs.CURRENT_WORKER.set(self.name)  # the tasks started below inherit it
-        self._pool = connections.async_pool(self.settings.database_url, min_size=2, max_size=6)
+        self._pool = connections.async_pool(self.settings.database_url, min_size=2, max_size=7)
         await self._pool.open(wait=True, timeout=15)
         try:
             await self._register()
@@ -409,7 +409,9 @@ class Worker:
                     ttl=self.settings.worker_ttl_seconds,
                     wait=config.share_wait,
                     refresh=config.share_refresh,
+                    parts=config.connections,
                 ),
+                self.pool,
             ),
             clock=self.clock,
             wake=self._schedules_wake,

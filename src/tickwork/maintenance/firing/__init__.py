@@ -21,15 +21,21 @@ before ``firing_retry_at``: RETRY_FIRST after the first failure, doubling up to 
 The first firing that works, or a sync that changes the definition, clears it. A connection error
 still rolls the whole batch back; the next pass retries.
 
+Workers share out their namespaces (:mod:`.shares`): each claims its own share first, and
+the others' only once a claim of its own comes back short or they are ``share_wait`` overdue,
+so workers racing through a backlog of the same namespaces do not walk past each other's
+locked rows. A worker fires a backlog with ``connections`` passes at once, each on its own
+connection and given a part of its share, so one plans while another waits for the database.
+
 A schedule with a long backlog is settled at most ``chunk`` occurrences per pass; the pass
 continues with it until nothing due is left. The loop sleeps until the earliest next run of
 its namespaces, or until a ``tickwork_schedules`` notification (a sync, a FixedDelay job that
 finished) wakes it; the cap on its sleep covers a lost notification.
 
 The parts: :mod:`.config` (settings and the pass's report), :mod:`.planner` (pure: misfire
-decisions and next runs), :mod:`.cache` (parsed definitions), :mod:`.service` (the pass, its
-SQL in :mod:`tickwork.db.schedules`), :mod:`.metrics` (what a committed batch counts and
-logs) and :mod:`.loop`. Everything logs as ``tickwork.maintenance.firing``.
+decisions and next runs), :mod:`.cache` (parsed definitions), :mod:`.shares` (who fires what
+first), :mod:`.service` (the pass, its SQL in :mod:`tickwork.db.schedules`), :mod:`.metrics`
+(what a committed batch counts and logs) and :mod:`.loop`. Everything logs as ``tickwork.maintenance.firing``.
 """
 
 from tickwork.maintenance.firing.cache import DefinitionCache, warm

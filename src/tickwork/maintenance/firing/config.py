@@ -40,6 +40,10 @@ class FiringConfig:
     while it has its own share to fire (with less to do, it claims any due schedule)."""
     share_refresh: float = 10.0
     """How often the live workers are read again to see who shares what."""
+    connections: int = 2
+    """Passes that fire a backlog at once, each on a connection of its own and given a part
+    of the worker's share (at most one per namespace in it): while one waits for the
+    database, another plans its batch. Without a backlog, one pass fires."""
 
     def __post_init__(self) -> None:
         positive(
@@ -53,6 +57,7 @@ class FiringConfig:
             "cache_size",
             "warm_chunk",
             "share_refresh",
+            "connections",
         )
         if self.share_wait < 0:
             raise ConfigurationError(f"share_wait: must be >= 0, not {self.share_wait!r}")
@@ -81,6 +86,8 @@ class FireReport:
     """Schedules with due occurrences left for another pass (a chunk or the budget ran out)."""
     failed: int = 0
     """Schedules whose firing failed, set aside until their retry."""
+    busy: bool = False
+    """The pass stopped with more due (asked to, see ``run_once``'s ``until_busy``)."""
 
     def add(self, other: FireReport) -> None:
         self.claimed += other.claimed

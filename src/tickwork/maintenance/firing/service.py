@@ -4,6 +4,8 @@ database layer's (:mod:`tickwork.db.schedules`)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -392,12 +394,14 @@ async def run_once(
     waits: Sequence[float] | None = None,
     cache: DefinitionCache | None = None,
     config: FiringConfig = DEFAULTS,
+    until_busy: bool = False,
 ) -> FireReport:
     """Fire everything due in ``namespaces`` at ``now`` (None: the database clock), batch
     after batch (one transaction each); an empty list fires nothing. ``waits`` (one per
     namespace, default none): seconds a namespace's schedules are overdue before a claim
     takes them while this worker has its own share to fire (the other workers' shares,
-    :mod:`.shares`); once a claim comes back short, the next takes any due schedule."""
+    :mod:`.shares`); once a claim comes back short, the next takes any due schedule. With
+    ``until_busy``, it returns after the first batch that leaves more due (``busy``)."""
     report = FireReport()
     if not namespaces:
         return report
@@ -429,6 +433,9 @@ async def run_once(
             )
             progressed = batch.claimed > batch.deferred
             if progressed and (batch.claimed == config.batch or batch.backlog):
+                if until_busy:
+                    report.busy = True
+                    return report
                 break  # more due: claim again, this worker's share first
         else:
             return report
@@ -438,7 +445,10 @@ class Firing:
     """Firing shaped as a service: :meth:`run_once` fires the namespaces it was given, their
     parsed definitions kept across passes. Not a shared duty: every worker offering a
     namespace fires it, and the claim of each due schedule (SKIP LOCKED) keeps them apart.
-    With ``shares``, the other workers' shares of the namespaces wait (:mod:`.shares`).
+    With ``shares``, the other workers' shares of the namespaces wait (:mod:`.shares`), and
+    with a ``pool`` too, a backlog is fired by ``config.connections`` passes at once, each
+    on a connection of its own and given a part of this worker's share: while one waits for
+    the database, another plans its batch.
     Its loop (:func:`tickwork.maintenance.firing.loop.loop`) sleeps until the next due run;
     :attr:`interval` is the longest it sleeps."""
 
@@ -450,10 +460,12 @@ class Firing:
         namespaces: Sequence[str],
         config: FiringConfig = DEFAULTS,
         shares: Shares | None = None,
+        pool: connections.AsyncPool | None = None,
     ) -> None:
         self.namespaces = tuple(namespaces)
         self.config = config
         self.shares = shares
+        self.pool = pool
         self.cache = DefinitionCache(config.cache_size)
 
     @property
@@ -461,7 +473,43 @@ class Firing:
         return self.config.max_sleep
 
     async def run_once(self, conn: connections.AsyncConnection, now: datetime | None) -> FireReport:
-        waits = await self.shares.update(conn, now) if self.shares else None
+        if self.shares is None:
+            return await self._pass(conn, now, None)
+        dealt = await self.shares.update(conn, now)
+        if self.pool is None or len(dealt.parts) < 2:
+            return await self._pass(conn, now, dealt.whole)
+        report = await self._pass(conn, now, dealt.whole, until_busy=True)
+        if not report.busy:
+            return report
+        async with contextlib.AsyncExitStack() as stack:
+            others = [
+                await stack.enter_async_context(self.pool.connection()) for _ in dealt.parts[1:]
+            ]
+            try:  # a pass that fails stops the others before their connections go back
+                async with asyncio.TaskGroup() as group:
+                    passes = [
+                        group.create_task(self._pass(each, now, waits))
+                        for each, waits in zip((conn, *others), dealt.parts, strict=True)
+                    ]
+            except ExceptionGroup as failed:
+                raise failed.exceptions[0] from None
+        for done in passes:
+            report.add(done.result())
+        return report
+
+    async def _pass(
+        self,
+        conn: connections.AsyncConnection,
+        now: datetime | None,
+        waits: Sequence[float] | None,
+        until_busy: bool = False,
+    ) -> FireReport:
         return await run_once(
-            conn, self.namespaces, now, waits=waits, cache=self.cache, config=self.config
+            conn,
+            self.namespaces,
+            now,
+            waits=waits,
+            cache=self.cache,
+            config=self.config,
+            until_busy=until_busy,
         )

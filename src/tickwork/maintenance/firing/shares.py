@@ -18,6 +18,7 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 
 from tickwork.db import connections, store
@@ -25,11 +26,16 @@ from tickwork.db import workers as workers_db
 
 
 def waits(
-    me: str, namespaces: Sequence[str], live: Iterable[workers_db.LiveWorker], wait: float
+    me: str,
+    namespaces: Sequence[str],
+    live: Iterable[workers_db.LiveWorker],
+    wait: float,
+    part: tuple[int, int] = (0, 1),
 ) -> tuple[float, ...]:
-    """Per namespace of ``namespaces``: 0 when it is ``me``'s share among the ``live``
+    """Per namespace of ``namespaces``: 0 when it is in ``me``'s share among the ``live``
     workers, else ``wait`` (seconds a due schedule waits before ``me`` claims it while it
-    has its own share to fire)."""
+    has its own share to fire). ``part`` (index, parts): a firing loop of a worker that runs
+    ``parts`` of them, which deal the worker's share among themselves the same way."""
     offering = {ns: {me} for ns in namespaces}
     for worker in live:
         for ns in worker.namespaces:
@@ -44,27 +50,52 @@ def waits(
         for i, ns in enumerate(group)
         if workers[i % len(workers)] == me
     }
+    index, parts = part
+    mine = set(sorted(mine)[index::parts])
     return tuple(0.0 if ns in mine else wait for ns in namespaces)
+
+
+@dataclass(frozen=True)
+class Dealt:
+    """A worker's waits per namespace: for a pass of its own (``whole``), and for each of the
+    passes that fire a backlog at once (``parts``: its share dealt among them)."""
+
+    whole: tuple[float, ...]
+    parts: tuple[tuple[float, ...], ...]
 
 
 class Shares:
     """A worker's waits per namespace (:func:`waits`), the live workers read again at most
-    every ``refresh`` seconds."""
+    every ``refresh`` seconds; its share is dealt among at most ``parts`` passes."""
 
     def __init__(
-        self, me: str, namespaces: Sequence[str], *, ttl: float, wait: float, refresh: float
+        self,
+        me: str,
+        namespaces: Sequence[str],
+        *,
+        ttl: float,
+        wait: float,
+        refresh: float,
+        parts: int = 1,
     ) -> None:
-        self.me, self.namespaces = me, tuple(namespaces)
+        self.me, self.namespaces, self.parts = me, tuple(namespaces), parts
         self.ttl, self.wait, self.refresh = ttl, wait, refresh
-        self.waits = tuple(0.0 for _ in self.namespaces)
+        nothing = tuple(0.0 for _ in self.namespaces)
+        self.dealt = Dealt(nothing, (nothing,))
         self._read_at: float | None = None
 
-    async def update(
-        self, conn: connections.AsyncConnection, now: datetime | None
-    ) -> tuple[float, ...]:
+    async def update(self, conn: connections.AsyncConnection, now: datetime | None) -> Dealt:
         """The waits, the live workers read again when ``refresh`` seconds have passed."""
         if self._read_at is None or time.monotonic() - self._read_at >= self.refresh:
             live = await store.arun(conn, workers_db.live_workers(self.ttl, now))
-            self.waits = waits(self.me, self.namespaces, live, self.wait)
+            whole = waits(self.me, self.namespaces, live, self.wait)
+            parts = max(1, min(self.parts, whole.count(0.0)))
+            self.dealt = Dealt(
+                whole,
+                tuple(
+                    waits(self.me, self.namespaces, live, self.wait, (index, parts))
+                    for index in range(parts)
+                ),
+            )
             self._read_at = time.monotonic()
-        return self.waits
+        return self.dealt
