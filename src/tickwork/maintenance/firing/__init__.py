@@ -35,7 +35,8 @@ finished) wakes it; the cap on its sleep covers a lost notification.
 The parts: :mod:`.config` (settings and the pass's report), :mod:`.planner` (pure: misfire
 decisions and next runs), :mod:`.cache` (parsed definitions), :mod:`.shares` (who fires what
 first), :mod:`.service` (the pass, its SQL in :mod:`tickwork.db.schedules`), :mod:`.metrics`
-(what a committed batch counts and logs) and :mod:`.loop`. Everything logs as ``tickwork.maintenance.firing``.
+(what a committed batch counts and logs) and :mod:`.loop`. Everything logs as
+``tickwork.maintenance.firing``.
 """
 
 from tickwork.maintenance.firing.cache import DefinitionCache, warm
