@@ -407,8 +407,9 @@ async def run_once(
         return report
     cache = cache or DefinitionCache()
     # With waits, a claim that comes back short (this worker's share is done for now) is
-    # followed by one without: the others' due schedules, which this worker has time for.
-    scopes = (waits, None) if waits and any(waits) else (None,)
+    # followed by one without: the others' due schedules, which this worker has time for. A
+    # worker with no share of its own claims as one without.
+    scopes = (waits, None) if waits and any(waits) and 0.0 in waits else (None,)
     while True:
         for scope in scopes:
             try:
