@@ -7,6 +7,7 @@ are ``share_wait`` seconds overdue, so a share whose worker stopped is never lef
 from __future__ import annotations
 
 from collections import Counter
+from datetime import datetime
 from typing import Any
 
 import psycopg
@@ -103,6 +104,25 @@ async def _register(aconn: psycopg.AsyncConnection[Any], name: str, namespaces: 
     )
 
 
+async def _fire_as_w1(
+    aconn: psycopg.AsyncConnection[Any],
+    conn: psycopg.Connection[Any],
+    namespaces: list[str],
+    ns_b_due: datetime,
+) -> tuple[firing.Shares, firing.FireReport]:
+    """ns-b's schedules due at ``ns_b_due``; "w1" is dealt ns-a and "w2" ns-b, w2 registered
+    and never firing (stopped); one pass of w1 at 60 s in batches of 2."""
+    conn.execute(
+        "UPDATE tickwork.schedules SET next_run_at = %s WHERE namespace = 'ns-b'", (ns_b_due,)
+    )
+    conn.commit()
+    await _register(aconn, "w1", namespaces)
+    await _register(aconn, "w2", namespaces)
+    config = firing.FiringConfig(batch=2, share_wait=WAIT)
+    shares = firing.Shares("w1", namespaces, ttl=60, wait=WAIT, refresh=60)
+    return shares, await firing.Firing(namespaces, config, shares).run_once(aconn, at(60))
+
+
 def _order(conn: psycopg.Connection[Any]) -> list[str]:
     """The namespace of each job, in the order the jobs were inserted."""
     return [r[0] for r in conn.execute("SELECT schedule_namespace FROM tickwork.jobs ORDER BY id")]
@@ -115,16 +135,7 @@ async def test_a_pass_fires_its_share_first_then_a_stopped_workers_share(
     for ns in namespaces:
         app.sync_schedules(ns, [every(f"s{i}", 60) for i in range(5)])
     # ns-b's are due first, but by less than the wait.
-    conn.execute(
-        "UPDATE tickwork.schedules SET next_run_at = %s WHERE namespace = 'ns-b'", (at(55),)
-    )
-    conn.commit()
-    # "w1" is dealt ns-a, "w2" ns-b; w2 is registered and never fires (stopped).
-    await _register(aconn, "w1", namespaces)
-    await _register(aconn, "w2", namespaces)
-    config = firing.FiringConfig(batch=2, share_wait=WAIT)
-    shares = firing.Shares("w1", namespaces, ttl=60, wait=WAIT, refresh=60)
-    report = await firing.Firing(namespaces, config, shares).run_once(aconn, at(60))
+    shares, report = await _fire_as_w1(aconn, conn, namespaces, ns_b_due=at(55))
 
     assert shares.dealt.whole == (0.0, WAIT)
     assert report.fired == 10  # nothing of the stopped worker's share is left
@@ -139,15 +150,7 @@ async def test_the_others_share_overdue_by_the_wait_is_claimed_with_its_own(
     namespaces = ["ns-a", "ns-b"]
     app.sync_schedules("ns-a", [every(f"s{i}", 60) for i in range(4)])
     app.sync_schedules("ns-b", [every("late", 60)])
-    conn.execute(
-        "UPDATE tickwork.schedules SET next_run_at = %s WHERE namespace = 'ns-b'", (at(30),)
-    )
-    conn.commit()
-    await _register(aconn, "w1", namespaces)
-    await _register(aconn, "w2", namespaces)
-    config = firing.FiringConfig(batch=2, share_wait=WAIT)
-    shares = firing.Shares("w1", namespaces, ttl=60, wait=WAIT, refresh=60)
-    await firing.Firing(namespaces, config, shares).run_once(aconn, at(60))
+    await _fire_as_w1(aconn, conn, namespaces, ns_b_due=at(30))
 
     # ns-b's schedule was 30 s overdue, more than the wait: the first batch, earliest first.
     assert _order(conn)[0] == "ns-b"
