@@ -25,6 +25,24 @@ from tickwork.db import connections, store
 from tickwork.db import workers as workers_db
 
 
+def share(me: str, namespaces: Sequence[str], live: Iterable[workers_db.LiveWorker]) -> list[str]:
+    """``me``'s share of ``namespaces`` among the ``live`` workers, in name order."""
+    offering = {ns: {me} for ns in namespaces}
+    for worker in live:
+        for ns in worker.namespaces:
+            if ns in offering:
+                offering[ns].add(worker.name)
+    groups: dict[tuple[str, ...], list[str]] = defaultdict(list)
+    for ns in sorted(offering):
+        groups[tuple(sorted(offering[ns]))].append(ns)
+    return sorted(
+        ns
+        for workers, group in groups.items()
+        for i, ns in enumerate(group)
+        if workers[i % len(workers)] == me
+    )
+
+
 def waits(
     me: str,
     namespaces: Sequence[str],
@@ -34,25 +52,15 @@ def waits(
 ) -> tuple[float, ...]:
     """Per namespace of ``namespaces``: 0 when it is in ``me``'s share among the ``live``
     workers, else ``wait`` (seconds a due schedule waits before ``me`` claims it while it
-    has its own share to fire). ``part`` (index, parts): a firing loop of a worker that runs
-    ``parts`` of them, which deal the worker's share among themselves the same way."""
-    offering = {ns: {me} for ns in namespaces}
-    for worker in live:
-        for ns in worker.namespaces:
-            if ns in offering:
-                offering[ns].add(worker.name)
-    groups: dict[tuple[str, ...], list[str]] = defaultdict(list)
-    for ns in sorted(offering):
-        groups[tuple(sorted(offering[ns]))].append(ns)
-    mine = {
-        ns
-        for workers, group in groups.items()
-        for i, ns in enumerate(group)
-        if workers[i % len(workers)] == me
-    }
+    has its own share to fire). ``part`` (index, parts): one of ``parts`` passes of ``me``,
+    which deal its share among themselves the same way."""
     index, parts = part
-    mine = set(sorted(mine)[index::parts])
-    return tuple(0.0 if ns in mine else wait for ns in namespaces)
+    return _waiting(namespaces, share(me, namespaces, live)[index::parts], wait)
+
+
+def _waiting(namespaces: Sequence[str], mine: Sequence[str], wait: float) -> tuple[float, ...]:
+    own = set(mine)
+    return tuple(0.0 if ns in own else wait for ns in namespaces)
 
 
 @dataclass(frozen=True)
@@ -88,12 +96,12 @@ class Shares:
         """The waits, the live workers read again when ``refresh`` seconds have passed."""
         if self._read_at is None or time.monotonic() - self._read_at >= self.refresh:
             live = await store.arun(conn, workers_db.live_workers(self.ttl, now))
-            whole = waits(self.me, self.namespaces, live, self.wait)
-            parts = max(1, min(self.parts, whole.count(0.0)))
+            mine = share(self.me, self.namespaces, live)
+            parts = max(1, min(self.parts, len(mine)))
             self.dealt = Dealt(
-                whole,
+                _waiting(self.namespaces, mine, self.wait),
                 tuple(
-                    waits(self.me, self.namespaces, live, self.wait, (index, parts))
+                    _waiting(self.namespaces, mine[index::parts], self.wait)
                     for index in range(parts)
                 ),
             )
