@@ -29,6 +29,8 @@ PURE = [
     "tickwork.schedules.container_jobs",
     "tickwork.schedules.job_templates",
     "tickwork.schedules.tenancy",
+    "tickwork.schedules.images",
+    "tickwork.schedules.container_policy",
     "tickwork.worker.retry",
     "tickwork.containers.manifests",
     "tickwork.maintenance.firing.planner",

@@ -9,6 +9,10 @@ rules through :func:`check` (docs/tenancy.md).
 * Queues, kinds (glob patterns), a priority ceiling and a concurrency-key prefix are
   unrestricted unless a covering policy restricts them; every covering policy must allow a
   value, so adding a policy never allows more.
+* Container Schedules (``spec.jobTemplate``) are restricted by a covering policy's
+  ``containers`` section (:mod:`tickwork.schedules.container_policy`: images, service
+  accounts, privileged containers, host namespaces, ``hostPath``); without one, only ``kinds``
+  applies to them.
 * A policy that cannot be read refuses every Schedule of the namespaces it covers (all of them,
   when even its ``spec.namespaces`` cannot be read): a broken policy fails closed.
 
@@ -27,7 +31,8 @@ from typing import Any
 import yaml
 
 from tickwork.errors import TickworkError
-from tickwork.schedules import limits
+from tickwork.schedules import container_policy, limits
+from tickwork.schedules.container_policy import ContainerRules
 from tickwork.schedules.definition import ScheduleDefinition
 
 API_VERSION = "tickwork.io/v1"
@@ -42,7 +47,15 @@ MAX_PATTERN_LENGTH = limits.MAX_NAME_LENGTH + 2
 MAX_FILE_BYTES = 1024 * 1024
 
 _SPEC_FIELDS = frozenset(
-    {"namespaces", "scheduleNamespaces", "queues", "kinds", "maxPriority", "concurrencyKeyPrefix"}
+    {
+        "namespaces",
+        "scheduleNamespaces",
+        "queues",
+        "kinds",
+        "maxPriority",
+        "concurrencyKeyPrefix",
+        "containers",
+    }
 )
 
 
@@ -64,6 +77,8 @@ class TenantPolicy:
     """The highest ``job.priority`` allowed; None: any."""
     concurrency_key_prefix: str | None = None
     """Every ``job.concurrencyKey`` must start with it; None: any key."""
+    containers: ContainerRules | None = None
+    """What a ``spec.jobTemplate`` may run; None: no restriction beyond ``kinds``."""
     error: str | None = None
     """Why the document is invalid (then it refuses everything it covers)."""
 
@@ -151,6 +166,8 @@ def _job_problem(
             f"concurrency key {key!r}",
             f"keys starting with {prefix!r}",
         )
+    if definition.container is not None and policy.containers is not None:
+        return container_policy.problem(definition.container.template, policy.containers)
     return None
 
 
@@ -235,6 +252,12 @@ def _from_spec(name: str, spec: Mapping[str, Any]) -> TenantPolicy:
             "spec.concurrencyKeyPrefix: must be a string of 1 to "
             f"{limits.MAX_CONCURRENCY_KEY_LENGTH} characters without NUL"
         )
+    containers = None
+    if spec.get("containers") is not None:
+        try:
+            containers = container_policy.parse(spec["containers"])
+        except ValueError as error:
+            raise PolicyError(f"spec.{error}") from None
     return TenantPolicy(
         name,
         namespaces,
@@ -243,6 +266,7 @@ def _from_spec(name: str, spec: Mapping[str, Any]) -> TenantPolicy:
         kinds=patterns("kinds"),
         max_priority=ceiling,
         concurrency_key_prefix=prefix,
+        containers=containers,
     )
 
 
