@@ -97,7 +97,7 @@ def test_no_image_of_another_registry_is_under_a_prefix(
 def test_a_prefix_must_name_a_registry_host(prefix: str) -> None:
     """A prefix compared with full forms must start with a host, or it would look as though
     ``myregistry/`` allowed a private registry while ``myregistry/app`` comes from Docker Hub."""
-    host, slash, rest = prefix.partition("/")
+    host, slash, _ = prefix.partition("/")
     valid = (
         bool(slash)
         and ("." in host or ":" in host or host == "localhost")
@@ -155,7 +155,9 @@ pods = st.fixed_dictionaries(
     optional={
         "initContainers": st.lists(containers, max_size=2),
         "ephemeralContainers": st.lists(containers, max_size=1),
-        "serviceAccountName": st.sampled_from([a for a in ALLOWED_ACCOUNTS if a] + REFUSED_ACCOUNTS),
+        "serviceAccountName": st.sampled_from(
+            [a for a in ALLOWED_ACCOUNTS if a] + REFUSED_ACCOUNTS
+        ),
         "serviceAccount": st.sampled_from(["batch-x", "admin"]),
         "hostNetwork": st.booleans(),
         "hostPID": st.booleans(),
@@ -186,7 +188,7 @@ def allowed_by(pod: dict[str, Any], rules: ContainerRules) -> bool:
     """The rules, said again from the lists above."""
     account = pod.get("serviceAccountName") or pod.get("serviceAccount") or "default"
     if rules.service_accounts is not None and not (
-        rules.service_accounts == ACCOUNTS and account not in REFUSED_ACCOUNTS + ["admin"]
+        rules.service_accounts == ACCOUNTS and account not in [*REFUSED_ACCOUNTS, "admin"]
     ):
         return False
     for container in every_container(pod):
@@ -267,7 +269,7 @@ def container_schedule(pod: dict[str, Any]) -> ScheduleDefinition:
 
 
 def policy(containers: Any, name: str = "team-a") -> TenantPolicy:
-    spec = {"namespaces": ["team-a"], "containers": containers}
+    spec = {"namespaces": ["team-a"], "containers": containers}  # None: absent
     return parse_policy({"apiVersion": "tickwork.io/v1", "kind": "TenantPolicy",
                          "metadata": {"name": name}, "spec": spec})  # fmt: skip
 
@@ -294,8 +296,7 @@ def test_a_refusal_names_the_field_the_value_and_the_policy() -> None:
 def test_without_a_containers_section_a_policy_restricts_only_the_kind() -> None:
     """Existing policies keep working: no section, no new refusal."""
     pod = {"hostNetwork": True, "containers": [{"name": "c", "image": "evil.io/x"}]}
-    loose = parse_policy({"apiVersion": "tickwork.io/v1", "kind": "TenantPolicy",
-                          "metadata": {"name": "p"}, "spec": {"namespaces": ["team-a"]}})  # fmt: skip
+    loose = policy(None)
     assert loose.containers is None
     assert check("team-a", "team-a", container_schedule(pod), [loose]) is None
 
@@ -314,8 +315,14 @@ def test_every_covering_policy_must_allow_the_pod() -> None:
     [
         ("all", "spec.containers: must be a mapping"),
         ({"allowedImagePrefixes": "r.io/"}, "spec.containers.allowedImagePrefixes: must be a list"),
-        ({"allowedImagePrefixes": ["busybox"]}, "spec.containers.allowedImagePrefixes[0]: 'busybox'"),
-        ({"allowedServiceAccounts": [""]}, "spec.containers.allowedServiceAccounts: must be a list"),
+        (
+            {"allowedImagePrefixes": ["busybox"]},
+            "spec.containers.allowedImagePrefixes[0]: 'busybox'",
+        ),
+        (
+            {"allowedServiceAccounts": [""]},
+            "spec.containers.allowedServiceAccounts: must be a list",
+        ),
         ({"allowPrivileged": "yes"}, "spec.containers.allowPrivileged: must be true or false"),
         ({"allowHostPID": True}, "spec.containers.allowHostPID: unknown field"),
     ],

@@ -127,6 +127,14 @@ class OperatorConfig:
         group="webhook",
         default=False,
     )
+    webhook_skip_access_review: bool = setting(
+        "admit container Schedules (spec.jobTemplate) without asking the API server whether "
+        "the requesting user may create jobs.batch in their namespace (a SubjectAccessReview): "
+        "whoever may write a Schedule may then have the workers create any Job the "
+        "TenantPolicies allow there (docs/containers.md)",
+        group="webhook",
+        default=False,
+    )
     webhook_port: int = setting(
         "the webhook's HTTPS port", group="webhook", default=9443, metavar="PORT", checks=[port]
     )

@@ -103,10 +103,13 @@ def problem(template: Mapping[str, Any], rules: ContainerRules) -> Problem | Non
     for at, container in _containers(pod):
         image = container.get("image")
         prefixes = rules.image_prefixes
-        if prefixes is not None and isinstance(image, str):
-            if not any(images.under(image, prefix) for prefix in prefixes):
-                allowed = f"images under {', '.join(prefixes)}" if prefixes else "none"
-                return f"{at}.image", f"image {image!r}", allowed
+        if (
+            prefixes is not None
+            and isinstance(image, str)
+            and not any(images.under(image, prefix) for prefix in prefixes)
+        ):
+            allowed = f"images under {', '.join(prefixes)}" if prefixes else "none"
+            return f"{at}.image", f"image {image!r}", allowed
         context = _mapping(container.get("securityContext"))
         if not rules.allow_privileged and context.get("privileged") is True:
             field = f"{at}.securityContext.privileged"
