@@ -21,11 +21,12 @@ labels, kopf's annotations) is allowed even when the stored spec is invalid.
 The check reads no database (the translation, the tenant policies, the access review), so it
 answers while the database is down, and its server (:class:`WebhookServer`, HTTPS with the given
 certificate) starts with the probes, before the operator joins the registry — which needs the
-database — and before kopf watches anything. Until the operator's own TenantPolicy watch has its complete view, the
-policies come from a listing of the API server (:class:`PolicySource`). The operator does not
-create or change any ValidatingWebhookConfiguration: the chart ships it (the webhook
-``WEBHOOK_NAME`` at the path ``/HANDLER_ID``; docs/operator.md shows one to apply by hand), so
-the operator needs no RBAC on webhook configurations."""
+database — and before kopf watches anything. Until the operator's own TenantPolicy watch has
+its complete view, the policies come from a listing of the API server (:class:`PolicySource`).
+The operator does not create or change any ValidatingWebhookConfiguration: the chart ships it
+(the webhook ``WEBHOOK_NAME`` at the path ``/HANDLER_ID``; docs/operator.md shows one to apply
+by hand), so the operator needs no RBAC on webhook configurations; it needs ``create`` on
+``subjectaccessreviews`` for the access review."""
 
 from __future__ import annotations
 
