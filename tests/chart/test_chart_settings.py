@@ -70,3 +70,4 @@ def test_the_operator_gets_the_chart_values_through_its_flags(
     values = rendered[case].values
     assert config.http_port == 9090, "operator.httpPort"
     assert config.webhook == bool(values.get("webhook", {}).get("enabled"))
+    assert not config.webhook_skip_access_review, "webhook.containerAccessReview: true"

@@ -1,6 +1,7 @@
 """The admission webhook as the chart ships it: its own ValidatingWebhookConfiguration
 (CREATE and UPDATE of schedules, at the path and name the operator serves), the CA from
-cert-manager or from values, and an operator with no RBAC on webhook configurations at all."""
+cert-manager or from values, and an operator with no RBAC on webhook configurations at all;
+with the container access review (on by default), create on subjectaccessreviews."""
 
 from __future__ import annotations
 
@@ -25,6 +26,11 @@ OPERATOR_CLUSTER_RULES = [
         "verbs": ["get", "list", "watch"],
     },
 ]
+ACCESS_REVIEW_RULE = {
+    "apiGroups": ["authorization.k8s.io"],
+    "resources": ["subjectaccessreviews"],
+    "verbs": ["create"],
+}
 OPERATOR_NAMESPACED_RULES = [
     {
         "apiGroups": ["tickwork.io"],
@@ -52,6 +58,7 @@ def test_the_operator_gets_exactly_its_rules_and_none_on_webhook_configurations(
     clusterwide = rendered["webhook"].one("ClusterRole")
     assert clusterwide["rules"] == [
         *OPERATOR_CLUSTER_RULES,
+        ACCESS_REVIEW_RULE,
         *OPERATOR_NAMESPACED_RULES,
         {
             "apiGroups": ["kopf.dev"],
@@ -60,7 +67,11 @@ def test_the_operator_gets_exactly_its_rules_and_none_on_webhook_configurations(
         },
     ]
     namespaced = rendered["namespaced"]
-    assert namespaced.one("ClusterRole")["rules"] == OPERATOR_CLUSTER_RULES
+    assert namespaced.one("ClusterRole")["rules"] == [*OPERATOR_CLUSTER_RULES, ACCESS_REVIEW_RULE]
+    assert rendered["defaults"].one("ClusterRole")["rules"][: len(OPERATOR_CLUSTER_RULES) + 1] == [
+        *OPERATOR_CLUSTER_RULES,
+        OPERATOR_NAMESPACED_RULES[0],
+    ], "no webhook, no access review"
     for role in namespaced.of_kind("Role"):
         assert role["rules"] == [
             *OPERATOR_NAMESPACED_RULES,
@@ -157,3 +168,25 @@ def test_without_the_webhook_there_is_no_configuration(
 ) -> None:
     assert not rendered[case].of_kind("ValidatingWebhookConfiguration")
     assert not rendered[case].of_kind("Certificate")
+
+
+def operator_args(r: Rendering) -> list[str]:
+    args: list[str] = r.one("Deployment", "operator")["spec"]["template"]["spec"]["containers"][0][
+        "args"
+    ]
+    return args
+
+
+def test_the_container_access_review_is_on_by_default_and_can_be_turned_off(
+    helm: Helm, rendered: dict[str, Rendering]
+) -> None:
+    """On: the operator asks (no skip flag) and may create SubjectAccessReviews. Off: it is told
+    to skip the review and gets no right to ask."""
+    assert "--webhook-skip-access-review" not in operator_args(rendered["webhook"])
+    values = chart_render.MATRIX["webhook"]
+    off = helm.render(
+        "no-access-review",
+        {**values, "webhook": {**values["webhook"], "containerAccessReview": False}},
+    )
+    assert "--webhook-skip-access-review" in operator_args(off)
+    assert ACCESS_REVIEW_RULE not in off.one("ClusterRole")["rules"]
