@@ -85,3 +85,41 @@ def test_sync_applies_the_tenant_policy_naming_field_and_rule(
         f"tickwork: error: {broken / 'broken.yaml'}: document 1: TenantPolicy 'team-a': "
         "spec.maxPriority: must be an integer from 0 to 32767"
     )
+
+
+CONTAINER_POLICY = """\
+apiVersion: tickwork.io/v1
+kind: TenantPolicy
+metadata: {name: team-a}
+spec:
+  namespaces: [team-a]
+  containers:
+    allowedImagePrefixes: [registry.example.com/team-a/]
+"""
+
+
+def container(name: str, image: str) -> str:
+    pod = f"{{restartPolicy: Never, containers: [{{name: main, image: '{image}'}}]}}"
+    return manifest(
+        name, f'schedule: "0 3 * * *"\njobTemplate: {{spec: {{template: {{spec: {pod}}}}}}}'
+    )
+
+
+def test_sync_applies_the_containers_section_to_container_schedules(
+    database_url: str, tmp_path: Path
+) -> None:
+    """The same rules as the operator: an image outside the allowed prefixes fails the sync in
+    one line naming the container's field; one inside syncs."""
+    policy = write(tmp_path, {"policy.yaml": CONTAINER_POLICY}) / "policy.yaml"
+    good = write(tmp_path / "good", {"app.yaml": container("app", "registry.example.com/team-a/x")})
+    assert "1 created" in sync(database_url, "team-a", good, f"--policy={policy}")
+    bad = write(tmp_path / "bad", {"miner.yaml": container("miner", "busybox")})
+    result = tickwork_cmd(
+        "sync", "team-a", "-f", str(bad), "--policy", str(policy), database_url=database_url
+    )
+    assert one_line_error(result, 1) == (
+        "tickwork: error: Schedule 'miner': spec.jobTemplate.spec.template.spec.containers[0]"
+        ".image: image 'busybox' is not allowed for namespace team-a by TenantPolicy 'team-a' "
+        "(allowed: images under registry.example.com/team-a/)"
+    )
+    assert names(database_url, "team-a") == ["app"]
