@@ -17,7 +17,7 @@ import pytest
 from tests.operator.harness import Cluster, operator_config
 from tests.operator.test_webhook_requests import certificate, free_port, post, request, schedule
 from tests.support.helpers import wait_until
-from tickwork.operator import access, runner, webhook
+from tickwork.operator import access, run_now, runner, webhook
 from tickwork.schedules.tenancy import TenantPolicy
 
 __all__ = ["certificate"]  # the fixture, shared with the webhook's other tests
@@ -152,7 +152,7 @@ async def test_no_review_for_plain_schedules_metadata_or_status(
 async def test_running_a_container_schedule_now_needs_the_right(
     reviews: list[dict[str, Any]],
 ) -> None:
-    token = {"annotations": {webhook.RUN_NOW: "1"}}
+    token = {"annotations": {run_now.ANNOTATION: "1"}}
     response = await answered(
         admission("UPDATE", "carol", in_team_a(CONTAINER, **token), in_team_a(CONTAINER))
     )

@@ -43,7 +43,7 @@ from aiohttp import web
 from tickwork.errors import ConfigurationError
 from tickwork.http import listen, server_name
 from tickwork.logs import fields
-from tickwork.operator import access
+from tickwork.operator import access, run_now
 from tickwork.operator.config import OperatorConfig
 from tickwork.operator.desired import entry_of, refusal
 from tickwork.schedules.tenancy import TenantPolicy
@@ -58,8 +58,6 @@ OPERATIONS = ("CREATE", "UPDATE")
 MAX_REVIEW_BYTES = 8 * 1024 * 1024
 """Largest AdmissionReview read: an object and its old version, each at most the API server's
 request limit (3 MiB), with room for the envelope."""
-RUN_NOW = "tickwork.io/run-now"
-"""The annotation that runs a Schedule now (:mod:`tickwork.operator.run_now`)."""
 LISTING_TTL_SECONDS = 5.0
 """Before the watch's complete view, a listing of the TenantPolicies is reused this long."""
 
@@ -105,7 +103,7 @@ def runs_jobs(
     if token is None or token == _run_now(old):
         return None
     return (
-        f'metadata.annotations["{RUN_NOW}"]',
+        f'metadata.annotations["{run_now.ANNOTATION}"]',
         "running a container Schedule now creates a Job there",
     )
 
@@ -113,7 +111,7 @@ def runs_jobs(
 def _run_now(body: Mapping[str, Any]) -> Any:
     metadata = body.get("metadata")
     annotations = metadata.get("annotations") if isinstance(metadata, Mapping) else None
-    return annotations.get(RUN_NOW) if isinstance(annotations, Mapping) else None
+    return annotations.get(run_now.ANNOTATION) if isinstance(annotations, Mapping) else None
 
 
 class BadReview(Exception):
@@ -162,7 +160,10 @@ async def _access_problem(
 ) -> tuple[int, str, str] | None:
     user = request.get("userInfo")
     user = user if isinstance(user, Mapping) else {}
-    namespace = request.get("namespace") or (body.get("metadata") or {}).get("namespace")
+    metadata = body.get("metadata")
+    namespace = request.get("namespace") or (
+        metadata.get("namespace") if isinstance(metadata, Mapping) else None
+    )
     namespace = namespace if isinstance(namespace, str) else ""
     field, why = jobs
     try:
