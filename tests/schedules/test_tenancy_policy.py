@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.schedules.test_crd import CRDS, to_json_schema
+from tickwork.schedules.container_policy import ContainerRules
 from tickwork.schedules.definition import JobTemplate, ScheduleDefinition
 from tickwork.schedules.tenancy import (
     NAMESPACE_NOT_ALLOWED,
@@ -188,6 +189,10 @@ FULL = {
     "kinds": ["team-a.*"],
     "maxPriority": 10,
     "concurrencyKeyPrefix": "team-a:",
+    "containers": {
+        "allowedImagePrefixes": ["registry.example.com/team-a/"],
+        "allowPrivileged": True,
+    },
 }
 
 
@@ -200,6 +205,7 @@ def test_a_full_document_reads_as_written() -> None:
         kinds=("team-a.*",),
         max_priority=10,
         concurrency_key_prefix="team-a:",
+        containers=ContainerRules(("registry.example.com/team-a/",), allow_privileged=True),
     )
 
 
