@@ -28,7 +28,7 @@ and the retry policy runs another, with a new Job.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 
 import aiohttp
@@ -54,7 +54,7 @@ class OrphanJobsConfig:
     """The worker's name, recorded on the duty rows it claims."""
     namespaces: tuple[str, ...] = ()
     """The Kubernetes namespaces to reconcile: the worker's ``--namespaces``, where its pool
-    has its Role. None: this worker reconciles nothing."""
+    has its Role. Empty: this worker reconciles nothing."""
     interval: float = 30.0
     """Seconds between two passes over one namespace somewhere in the fleet: an orphaned Job
     is deleted within this plus one maintenance interval (``--maintenance-seconds``)."""
@@ -71,18 +71,18 @@ class Deleted:
     orphan: manifests.Orphan
 
 
-@dataclass
 class OrphanJobs:
-    """The reconciler of one worker; run on every pass of its maintenance loop, it claims the
-    namespaces that are due."""
-
-    client: kube.Client
-    config: OrphanJobsConfig
-    _made: set[str] = field(default_factory=set)
-    """Duty rows this process has made (or found): made once each."""
+    """The reconciler of one worker. Not a shared service: run on every pass of the worker's
+    maintenance loop, it claims the duty of each of its namespaces that is due."""
 
     name = "reconcile_kubernetes_jobs"
     shared = False
+
+    def __init__(self, client: kube.Client, config: OrphanJobsConfig) -> None:
+        self.client = client
+        self.config = config
+        self._made: set[str] = set()
+        """Duty rows this process has made (or found there): made once each."""
 
     @property
     def interval(self) -> float:
