@@ -337,6 +337,14 @@ FLEET = FreshGauges(
     REGISTRY,
 )
 
+# --- container jobs -----------------------------------------------------------------
+CONTAINER_JOB_ORPHANS_DELETED = Counter(
+    "tickwork_container_jobs_orphans_deleted_total",
+    "Active Kubernetes Jobs of container jobs that this worker's reconciler deleted, by reason:"
+    " their tickwork job had finished (succeeded, dead, cancelled) or was gone.",
+    ["reason"],
+)
+
 # --- operator -----------------------------------------------------------------------
 OPERATOR_SYNCS = Counter(
     "tickwork_operator_syncs_total",

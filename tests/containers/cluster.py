@@ -2,8 +2,9 @@
 playing the Job controller.
 
 :class:`JobsEmulator` is the operator tests' emulator (resourceVersion stamping, 404s) plus
-what the worker's requests need from an API server and kmock 0.8 does not do: equality label
-selectors on lists, ``fieldSelector=metadata.name=…`` and ``timeoutSeconds`` on watches. It
+what the worker's requests need from an API server and kmock 0.8 does not do: equality and
+existence label selectors and pages (``limit``, ``continue``) on lists,
+``fieldSelector=metadata.name=…`` and ``timeoutSeconds`` on watches. It
 records every request the worker sends (those carrying the kubeconfig's token; the test's own
 requests carry none) as :class:`Call`, so a test can assert exactly which verbs on which
 resources in which namespaces the worker used.
@@ -52,10 +53,11 @@ _VERBS = {
 
 
 def _labels_match(body: Mapping[str, Any], selector: str) -> bool:
+    """Equality (``key=value``) and existence (``key``) terms, as the API server reads them."""
     labels = body.get("metadata", {}).get("labels") or {}
     for term in filter(None, selector.split(",")):
-        key, _, value = term.partition("=")
-        if labels.get(key) != value:
+        key, equals, value = term.partition("=")
+        if key not in labels or (equals and labels[key] != value):
             return False
     return True
 
@@ -77,6 +79,12 @@ class JobsEmulator(Emulator):
             if request.action == kmock.action.CREATE and isinstance(request.data, dict):
                 name = request.data.get("metadata", {}).get("name")
             self.calls.append(Call(verb, plural, request.namespace, name, dict(request.params)))
+        if request.namespace in self.forbidden:
+            body = {"apiVersion": "v1", "kind": "Status", "status": "Failure", "code": 403}
+            message = f'jobs.batch is forbidden in the namespace "{request.namespace}"'
+            return aiohttp.web.json_response(
+                {**body, "reason": "Forbidden", "message": message}, status=403
+            )
         if request.action == kmock.action.WATCH and self.__dict__.pop("_fail_next_watch", False):
             body = {"apiVersion": "v1", "kind": "Status", "status": "Failure", "code": 503}
             return aiohttp.web.json_response(
@@ -98,6 +106,13 @@ class JobsEmulator(Emulator):
         return await super()._handle(request)
 
     @property
+    def forbidden(self) -> set[str]:
+        """Namespaces where every request is refused with 403 Forbidden, as RBAC refuses a
+        ServiceAccount without a Role there."""
+        found: set[str] = self.__dict__.setdefault("_forbidden", set())
+        return found
+
+    @property
     def unlisted(self) -> set[str]:
         """Names of Jobs that lists leave out: as if each was created by a racing worker
         between this worker's list and its create."""
@@ -105,13 +120,23 @@ class JobsEmulator(Emulator):
         return found
 
     async def _serve_list(self, request: kmock.Request) -> Any:
+        """Label selectors, and pages as the API server makes them: ``limit`` items, then a
+        ``continue`` token (here the offset) when more are left."""
         answer = await super()._serve_list(request)
         selector = request.params.get("labelSelector", "")
-        answer["items"] = [
-            item
-            for item in answer["items"]
-            if _labels_match(item, selector) and item["metadata"]["name"] not in self.unlisted
-        ]
+        items = sorted(
+            (
+                item
+                for item in answer["items"]
+                if _labels_match(item, selector) and item["metadata"]["name"] not in self.unlisted
+            ),
+            key=lambda item: str(item["metadata"]["name"]),
+        )
+        start = int(request.params.get("continue") or 0)
+        limit = int(request.params.get("limit") or 0) or len(items)
+        answer["items"] = items[start : start + limit]
+        if start + limit < len(items):
+            answer["metadata"] = {**answer.get("metadata", {}), "continue": str(start + limit)}
         return answer
 
     def fail_next_watch(self) -> None:

@@ -1,8 +1,10 @@
 """Container jobs run by real ``tickwork worker --container-jobs`` processes, their KUBECONFIG
 pointing at kmock, which stands in for the Kubernetes API server (none can run here); the test
 plays the Job controller. One Job per occurrence while three workers race to fire and claim;
-a worker SIGKILLed while its Job runs is replaced by one that adopts the Job, never a second.
-Also the command's one-line error when no Kubernetes API is configured."""
+a worker SIGKILLed while its Job runs is replaced by one that adopts the Job, never a second;
+a Job left running while no worker held its job — cancelled after a graceful stop handed it
+back, or dead by lease expiry after a SIGKILL — deleted by the next worker started. Also the
+command's one-line error when no Kubernetes API is configured."""
 
 from __future__ import annotations
 
@@ -159,6 +161,79 @@ async def test_a_worker_killed_while_its_job_runs_is_replaced_by_one_that_adopts
     assert row["picked_by"] == "heir"
     assert controller.created() == [name]  # the heir created nothing
     assert controller.names() == [name]
+
+
+async def test_a_job_cancelled_while_no_worker_holds_it_has_its_job_deleted_by_the_next_worker(
+    database_url: str,
+    controller: JobController,
+    start_worker: Start,
+    aconn: psycopg.AsyncConnection,
+    tmp_path: Path,
+) -> None:
+    flags = ("--maintenance-seconds", "0.5")
+    # Without --namespaces it reconciles no namespace: the heir's first pass is the one seen.
+    stopped = await start_worker("stopped", *flags)
+    app = tickwork.App(database_url)
+    job_id = await app.enqueue_async(KIND, payload(), retry=NO_DELAY)
+    name = job_name("report", None, job_id, 1)
+    await wait_job(controller, name)
+    await wait_watching(controller, name)
+    stopped.send_signal(signal.SIGTERM)
+    assert await stopped.wait() == 0
+    await wait_status(aconn, job_id, "available")  # handed back; its Job runs on
+    assert await asyncio.to_thread(app.cancel, job_id) == "cancelled"
+    await app.close_async()
+    assert controller.get(name) is not None and controller.deletes() == []
+
+    await start_worker("heir", "--namespaces", NAMESPACE, *flags)
+    await wait_until(lambda: controller.get(name) is None, timeout=DEADLINE, what="Job deleted")
+    deletes = [(call.namespace, call.name, call.params) for call in controller.deletes()]
+    assert deletes == [(NAMESPACE, name, {"propagationPolicy": "Background"})]
+    await _wait_logged(tmp_path / "heir.log", "reason=cancelled")
+
+
+async def test_a_job_dead_by_lease_expiry_has_its_job_deleted_by_the_next_worker(
+    database_url: str,
+    controller: JobController,
+    start_worker: Start,
+    aconn: psycopg.AsyncConnection,
+    tmp_path: Path,
+) -> None:
+    flags = ("--lease-seconds", "2", "--heartbeat-seconds", "0.5", "--maintenance-seconds", "0.5")
+    killed = await start_worker("killed", *flags)
+    app = tickwork.App(database_url)
+    job_id = await app.enqueue_async(KIND, payload(), retry=NO_DELAY, max_attempts=1)
+    await app.close_async()
+    name = job_name("report", None, job_id, 1)
+    await wait_job(controller, name)
+    await wait_watching(controller, name)
+    killed.send_signal(signal.SIGKILL)
+    await killed.wait()
+
+    async def lease_expired() -> bool:
+        cursor = await aconn.execute(
+            "SELECT lease_expires_at < now() FROM tickwork.jobs WHERE id = %s", (job_id,)
+        )
+        row = await cursor.fetchone()
+        return bool(row and row[0])
+
+    await wait_until(lease_expired, timeout=DEADLINE, what="the lease to expire")
+    # Its first maintenance pass recovers the lease (dead: the last attempt), then reconciles.
+    await start_worker("heir", "--namespaces", NAMESPACE, *flags)
+    await wait_until(lambda: controller.get(name) is None, timeout=DEADLINE, what="Job deleted")
+    await wait_status(aconn, job_id, "dead")
+    assert [call.name for call in controller.deletes()] == [name]
+    await _wait_logged(tmp_path / "heir.log", "reason=dead")
+
+
+async def _wait_logged(path: Path, reason: str) -> None:
+    def logged() -> bool:
+        return any(
+            "action=kubernetes_job_orphan_deleted" in line and reason in line
+            for line in path.read_text().splitlines()
+        )
+
+    await wait_until(logged, timeout=DEADLINE, what=f"the deletion logged with {reason}")
 
 
 async def test_container_jobs_without_a_kubernetes_api_is_one_line_error(

@@ -1,5 +1,6 @@
 """The pure side of container jobs: the Job made from a template for one attempt, what a Job's
-status means, and which finished Jobs the history limits let go (property-tested)."""
+status means, which finished Jobs the history limits let go, and which active Jobs outlived
+their tickwork job (property-tested)."""
 
 from __future__ import annotations
 
@@ -130,3 +131,42 @@ def test_pruning_keeps_the_newest_finished_jobs_of_each_outcome_and_every_runnin
         assert not {name for _, name in newest_first[:limit]} & pruned
     running = {f"job-{n}" for n, (o, _) in enumerate(jobs) if o is None}
     assert not running & pruned
+
+
+_LABELS = st.sampled_from([None, "1", "2", "3", "4", "5", "6", "x7", "-1", "٣"])
+_JOB_STATE = st.sampled_from(["active", "complete", "failed", "deleting"])
+
+
+@given(
+    st.lists(st.tuples(_LABELS, _JOB_STATE), max_size=12),
+    st.dictionaries(st.integers(1, 6).map(JobId), st.sampled_from(list(JobStatus))),
+)
+def test_an_orphan_is_an_active_labelled_job_whose_job_is_finished_or_gone(
+    jobs: list[tuple[str | None, str]], statuses: dict[JobId, JobStatus]
+) -> None:
+    bodies = []
+    for number, (label, state) in enumerate(jobs):
+        metadata: dict[str, Any] = {"name": f"j{number}", "labels": {}}
+        if label is not None:
+            metadata["labels"][LABEL_JOB_ID] = label
+        if state == "deleting":
+            metadata["deletionTimestamp"] = "2030-01-01T00:00:00Z"
+        body: dict[str, Any] = {"metadata": metadata}
+        if state in ("complete", "failed"):
+            condition = {"type": state.title(), "status": "True"}
+            body["status"] = {"conditions": [condition]}
+        bodies.append(body)
+
+    found = {o.name: o for o in manifests.orphans(bodies, statuses)}
+
+    for number, (label, state) in enumerate(jobs):
+        orphan = found.get(f"j{number}")
+        if label is None or not label.isascii() or not label.isdigit() or state != "active":
+            assert orphan is None  # not ours, or not running: left alone
+            continue
+        status = statuses.get(JobId(int(label)))
+        if status in (JobStatus.AVAILABLE, JobStatus.RUNNING):
+            assert orphan is None  # its next attempt adopts it
+        else:
+            expected = manifests.GONE if status is None else status.value
+            assert orphan == manifests.Orphan(f"j{number}", JobId(int(label)), expected)

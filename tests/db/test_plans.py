@@ -12,7 +12,9 @@ reads the table is what made them slow:
   at 10,000,000 finished jobs);
 * the dead jobs counted per queue (gauge and console): read from the index alone
   (migration 0015), not from every dead job's row;
-* the operator's open jobs of a namespace.
+* the operator's open jobs of a namespace;
+* the statuses of the jobs of a page of labelled Kubernetes Jobs (the container-jobs
+  reconciler).
 """
 
 from __future__ import annotations
@@ -76,6 +78,7 @@ def test_no_statement_reads_the_whole_jobs_table(
         "jobs gauge": jobs_db.gauge_jobs(None),
         "console queues": admin_db.queues(3600.0, 100, None, None),
         "operator's open jobs": jobs_db.open_job_list(["ns"], 5),
+        "container Jobs' statuses": jobs_db.job_statuses([job.id for job in table]),
     }
     plans = {name: _plan(conn, op) for name, op in ops.items()}
     whole = {name: plan for name, plan in plans.items() if "Seq Scan on jobs" in plan}

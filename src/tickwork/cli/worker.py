@@ -60,13 +60,16 @@ def run(args: argparse.Namespace, env: common.Env) -> int:
     settings = common.load(WorkerSettings, args, env)
     common.configure_logging(args, env)
     app = load_app(settings.app)
-    if settings.container_jobs:
-        containers.register(app)
+    client = containers.connect() if settings.container_jobs else None
+    if client is not None:
+        containers.register(app, client)
     if not app.registry.kinds:
         log.warning("the app registers no tasks: this worker runs no jobs")
     app.configure(settings.database_url)
     common.check_connection(settings.database_url)
     worker = Worker(app, settings)
+    if client is not None:  # deletes the Jobs that outlived their job (docs/containers.md)
+        worker.services.append(containers.reconciler(client, settings))
     freeze_startup_objects()
     asyncio.run(serve(worker))
     return exit_abandoning_threads(1 if worker.failed else 0)

@@ -1,15 +1,17 @@
 """Containers as jobs, the worker's side: the built-in task that runs a tickwork job of the
 reserved kind :data:`~tickwork.schedules.container_jobs.KIND` as one Kubernetes Job per
-attempt (:mod:`.task`), the Job's manifest and status (:mod:`.manifests`, pure) and the small
-Kubernetes API client it uses (:mod:`.kube`). ``tickwork worker --container-jobs`` calls
-:func:`register`."""
+attempt (:mod:`.task`), the reconciler deleting the Jobs that outlived their job
+(:mod:`.orphans`), the Job's manifest and status (:mod:`.manifests`, pure) and the small
+Kubernetes API client they use (:mod:`.kube`). ``tickwork worker --container-jobs`` calls
+:func:`connect`, :func:`register` and adds :func:`reconciler` to the worker's services."""
 
 from __future__ import annotations
 
 from tickwork.app import App
-from tickwork.containers import kube, task
+from tickwork.containers import kube, orphans, task
 from tickwork.model import Job
 from tickwork.schedules.container_jobs import KIND
+from tickwork.settings import WorkerSettings
 from tickwork.tasks import Task
 
 MAX_ATTEMPTS = 3
@@ -17,10 +19,15 @@ MAX_ATTEMPTS = 3
 Job, whose ``backoffLimit`` already retries its pods."""
 
 
+def connect() -> kube.Client:
+    """The client of the in-cluster configuration or the kubeconfig (a ConfigurationError
+    when there is neither)."""
+    return kube.Client(kube.load_configuration())
+
+
 def register(app: App, client: kube.Client | None = None) -> None:
-    """Register the container-job task in ``app``; ``client`` defaults to the in-cluster
-    configuration or the kubeconfig (a ConfigurationError when there is neither)."""
-    api = client or kube.Client(kube.load_configuration())
+    """Register the container-job task in ``app``; ``client`` defaults to :func:`connect`."""
+    api = client or connect()
 
     async def run_container_job(job: Job) -> None:
         await task.run(job, api)
@@ -33,4 +40,11 @@ def register(app: App, client: kube.Client | None = None) -> None:
             own_timeout=True,
             hand_back_on_shutdown=True,
         )
+    )
+
+
+def reconciler(client: kube.Client, settings: WorkerSettings) -> orphans.OrphanJobs:
+    """The worker's reconciler of orphaned Jobs, over its ``--namespaces``."""
+    return orphans.OrphanJobs(
+        client, orphans.OrphanJobsConfig(worker=settings.name, namespaces=settings.namespaces)
     )

@@ -1,7 +1,7 @@
 """The worker's small asyncio client of the Kubernetes API, for batch/v1 Jobs only.
 
-It sends exactly the requests container jobs need — create, get, list, watch and delete of
-``batch/v1`` Jobs in one namespace — and nothing else, so the worker's Role grants exactly
+It sends exactly the requests container jobs need — create, get, list (in pages), watch and
+delete of ``batch/v1`` Jobs in one namespace — and nothing else, so the worker's Role grants exactly
 those verbs. Where to connect and how to authenticate comes from the ``kubernetes`` package's
 loaders (the pod's service account in a cluster, else the kubeconfig: ``$KUBECONFIG`` or
 ``~/.kube/config``); the requests go through aiohttp on the worker's loop, so a watch waiting
@@ -29,6 +29,9 @@ REQUEST_SECONDS = 30.0
 WATCH_MARGIN_SECONDS = 15.0
 """A watch asks the server to end it after its ``timeoutSeconds``; the client gives up this
 much later (a server or proxy that never ends it)."""
+
+PAGE = 500
+"""Most Jobs one list request returns; a longer list is read in pages."""
 
 Body = dict[str, Any]
 
@@ -140,12 +143,18 @@ class Jobs:
             return answer if isinstance(answer, dict) else {}
 
     async def list(self, namespace: str, selector: str) -> list[Body]:
-        """The Jobs in ``namespace`` matching the label ``selector``."""
-        answer = await self._request(
-            "GET", self._url(namespace), params={"labelSelector": selector}
-        )
-        items = answer.get("items") or []
-        return [item for item in items if isinstance(item, dict)]
+        """The Jobs in ``namespace`` matching the label ``selector``, read :data:`PAGE` at a
+        time (each page's ``continue`` token asks for the next)."""
+        found: list[Body] = []
+        params = {"labelSelector": selector, "limit": str(PAGE)}
+        while True:
+            answer = await self._request("GET", self._url(namespace), params=params)
+            found += [item for item in answer.get("items") or [] if isinstance(item, dict)]
+            metadata = answer.get("metadata")
+            token = metadata.get("continue") if isinstance(metadata, dict) else None
+            if not token:
+                return found
+            params = {**params, "continue": str(token)}
 
     async def get(self, namespace: str, name: str) -> Body | None:
         try:

@@ -1,5 +1,6 @@
-"""The Kubernetes Job of one attempt of a container job, what a Job's status means, and which
-finished Jobs a schedule's history limits let go (pure).
+"""The Kubernetes Job of one attempt of a container job, what a Job's status means, which
+finished Jobs a schedule's history limits let go, and which active Jobs outlived their tickwork
+job (pure).
 
 The Job is the Schedule's ``jobTemplate`` with tickwork's name, labels (on the Job and on its
 pod template), attempt annotation and owner reference added; its ``activeDeadlineSeconds`` is
@@ -15,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tickwork.model import Job
+from tickwork.model import Job, JobId, JobStatus
 from tickwork.schedules.container_jobs import (
     ANNOTATION_ATTEMPT,
     LABEL_JOB_ID,
@@ -122,6 +123,13 @@ def job_id_label(body: Mapping[str, Any]) -> str | None:
     return None if value is None else str(value)
 
 
+def labelled_job(body: Mapping[str, Any]) -> JobId | None:
+    """The tickwork job id of the Job's ``tickwork.io/job-id`` label; None when it has none or
+    the label is not a job id."""
+    value = job_id_label(body)
+    return JobId(int(value)) if value is not None and value.isascii() and value.isdigit() else None
+
+
 def resource_version(body: Mapping[str, Any]) -> str:
     return str(_mapping(body.get("metadata")).get("resourceVersion") or "")
 
@@ -184,3 +192,42 @@ def _started(body: Mapping[str, Any]) -> tuple[str, str]:
     metadata = _mapping(body.get("metadata"))
     started = status.get("startTime") or metadata.get("creationTimestamp") or ""
     return str(started), name_of(body)
+
+
+GONE = "gone"
+"""Why an active Job is an orphan when its tickwork job no longer exists (retention deleted it)."""
+FINAL = (JobStatus.SUCCEEDED, JobStatus.DEAD, JobStatus.CANCELLED)
+
+
+def active(body: Mapping[str, Any]) -> bool:
+    """The Job runs on: not finished, and not already being deleted."""
+    return not state(body).finished and not _mapping(body.get("metadata")).get("deletionTimestamp")
+
+
+@dataclass(frozen=True)
+class Orphan:
+    """An active Job that outlived its tickwork job, and why: the job's final status, or
+    :data:`GONE`."""
+
+    name: str
+    job_id: JobId
+    reason: str
+
+
+def orphans(jobs: list[Body], statuses: Mapping[JobId, JobStatus]) -> list[Orphan]:
+    """The active Jobs among ``jobs`` whose tickwork job is finished (the reason is its status:
+    succeeded, dead, cancelled) or gone (no status in ``statuses``). A Job whose job is
+    available or running is kept: whichever attempt runs the job next adopts it. So is a Job
+    without a job id label, and a finished one (the history limits and its
+    ``ttlSecondsAfterFinished`` decide about those)."""
+    found = []
+    for body in jobs:
+        job_id = labelled_job(body)
+        if job_id is None or not active(body):
+            continue
+        status = statuses.get(job_id)
+        if status is None:
+            found.append(Orphan(name_of(body), job_id, GONE))
+        elif status in FINAL:
+            found.append(Orphan(name_of(body), job_id, status.value))
+    return found

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from tickwork.db.store import Op
+from tickwork.db.store import Op, nothing
 
 
 def claim_duty(duty: str, worker: str, interval_seconds: float, now: datetime | None) -> Op[bool]:
@@ -15,3 +15,8 @@ def claim_duty(duty: str, worker: str, interval_seconds: float, now: datetime | 
         {"duty": duty, "worker": worker, "interval_seconds": interval_seconds, "now": now},
         bool,
     )
+
+
+def add_duty(duty: str, now: datetime | None) -> Op[None]:
+    """Make the row of ``duty`` unless it exists, due at ``now``."""
+    return Op("duty_add", {"duty": duty, "now": now}, nothing)

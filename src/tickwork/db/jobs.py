@@ -399,6 +399,15 @@ def get_job(job_id: int) -> Op[Job | None]:
     return Op("job_get", {"id": job_id}, lambda rows: job_from_row(rows[0]) if rows else None)
 
 
+def job_statuses(ids: Sequence[int]) -> Op[dict[JobId, JobStatus]]:
+    """The status of each job of ``ids`` that exists."""
+    return Op(
+        "job_statuses",
+        {"ids": list(ids)},
+        lambda rows: {JobId(row["id"]): _STATUSES[row["status"]] for row in rows},
+    )
+
+
 def list_jobs(
     *, status: str | None, kind: str | None, queue: str | None, limit: int
 ) -> Op[list[Job]]:

@@ -13,3 +13,9 @@ FROM (
 ) due
 WHERE d.name = due.name
 RETURNING d.name;
+
+-- name: duty_add
+-- A duty whose rows are made as they are needed (one per Kubernetes namespace for the
+-- container-jobs reconciler), due at once; nothing when it exists.
+INSERT INTO tickwork.duties (name, next_run_at) VALUES (%(duty)s, coalesce(%(now)s, now()))
+ON CONFLICT (name) DO NOTHING;

@@ -436,6 +436,13 @@ SELECT id, kind, queue, payload::text AS payload_json, priority, run_at, status,
 FROM tickwork.jobs
 WHERE id = %(id)s;
 
+-- name: job_statuses
+-- The status of each of these jobs that still exists (the container-jobs reconciler reads
+-- those of the Jobs labelled with a job id; a job missing here was deleted by retention).
+SELECT id, status::text AS status
+FROM tickwork.jobs
+WHERE id = ANY (%(ids)s::bigint[]);
+
 -- name: job_list
 SELECT id, kind, queue, payload::text AS payload_json, priority, run_at, status, attempt,
        max_attempts, version, retry_base_seconds, retry_rate, retry_max_seconds,
