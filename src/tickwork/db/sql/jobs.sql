@@ -89,8 +89,10 @@ RETURNING id, schedule_namespace, schedule_name, occurrence_at;
 -- enqueued without max_attempts takes the claiming worker's task setting for its kind.
 -- Jobs whose concurrency key is busy (a job with that key is running, cancel requested or
 -- not) are passed over inside the scan, so they never hold back the jobs behind them; of the
--- rest, one job per key per batch. The advisory lock keeps two claimers from taking the same
--- key at once, and the unique index jobs_concurrency_key_idx is the final guard.
+-- rest, one job per key per batch: the key's first in claim order, passed over while an
+-- earlier one this claimer could take is locked by another claimer (so a key's jobs start in
+-- order: a backfill's occurrences oldest first). The advisory lock keeps two claimers from
+-- taking the same key at once, and the unique index jobs_concurrency_key_idx is the final guard.
 -- Two ordered scans of jobs_claim_idx give the claim order: the jobs of a priority above 0
 -- first, then those of priority 0 (the usual one), whose scan seeks straight to the lowest
 -- claim floor of the queues and kinds served (migration 0013; -infinity when one of them has
@@ -146,7 +148,7 @@ locked AS (
     SELECT * FROM usual
 ),
 keyed AS (
-    SELECT row_id, concurrency_key,
+    SELECT row_id, concurrency_key, id,
            row_number() OVER (PARTITION BY concurrency_key ORDER BY priority DESC, run_at, id) AS rank
     FROM locked
     WHERE concurrency_key IS NOT NULL
@@ -156,6 +158,15 @@ chosen AS (
     UNION ALL
     SELECT row_id FROM keyed k
     WHERE k.rank = 1
+      AND k.id = (  -- the key's first job this claimer could take (migration 0019)
+          SELECT e.id FROM tickwork.jobs e
+          WHERE e.concurrency_key = k.concurrency_key
+            AND e.status = 'available'
+            AND e.run_at <= coalesce(%(now)s, now())
+            AND e.queue = ANY(%(queues)s::text[])
+            AND e.kind = ANY(%(kinds)s::text[])
+          ORDER BY e.priority DESC, e.run_at, e.id
+          LIMIT 1)
       AND pg_try_advisory_xact_lock(hashtextextended('tickwork:' || k.concurrency_key, 0))
 ),
 claimed AS (
