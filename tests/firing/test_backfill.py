@@ -3,6 +3,7 @@ missing ones over a range already fired), manual triggers, and the audit of both
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import timedelta
 from typing import Any
 
@@ -164,6 +165,26 @@ async def test_a_forbid_schedule_fires_nothing_while_its_backfill_is_open(
     _claim_one_by_one(conn, 11)
     await fire(aconn, at(120))
     assert occurrences(conn, "tick")[-1] == at(120)
+
+
+async def test_a_replace_schedule_replaces_its_backfill_unless_suspended(
+    app: tickwork.App,
+    aconn: psycopg.AsyncConnection[Any],
+    conn: psycopg.Connection[Any],
+    clock: SettableClock,
+) -> None:
+    """The regular firing of a Replace schedule cancels what is left of a backfill, as it
+    cancels any previous job; suspended, it fires nothing and the backfill runs through."""
+    replace = every("tick", 60, concurrency_policy=ConcurrencyPolicy.REPLACE)
+    app.sync_schedules(NS, [dataclasses.replace(replace, suspend=True)])
+    clock.set(at(30))
+    assert app.backfill(NS, "tick", at(-600), at(0)).created == 11
+    await fire(aconn, at(60))
+    assert {row["status"] for row in jobs(conn)} == {"available"}
+    app.sync_schedules(NS, [replace])
+    await fire(aconn, at(120))
+    statuses = [row["status"] for row in jobs(conn)]
+    assert statuses == ["cancelled"] * 11 + ["available"]
 
 
 def test_backfill_refuses_what_it_cannot_do(

@@ -149,7 +149,7 @@ def _register_backfill(subcommands: common.Subcommands) -> None:
         description="Create a job for every occurrence of the schedule from --from to --to "
         "(both included) that has none yet; running it again creates nothing twice. The "
         "misfire policy does not apply; the overlap policy does: the jobs of a Forbid, "
-        "BufferOne or Replace schedule run one at a time, oldest first (none cancelled), those "
+        "BufferOne or Replace schedule run one at a time, oldest first, those "
         f"of an Allow schedule side by side. At most {operations.MAX_BACKFILL:,} occurrences in "
         "one call: split a longer range. Audited.",
     )

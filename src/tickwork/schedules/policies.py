@@ -173,7 +173,8 @@ def backfill_jobs(
     all under :func:`serial_key`, so at most one of them runs at a time fleet-wide (and none
     alongside a running job of the schedule that carries the key), each run_at at least its
     predecessor's (jitter can no longer reorder them), so the claim's order (run_at, id)
-    takes them oldest first. Replace cancels none of them: each runs in turn."""
+    takes them oldest first. Under Replace too each runs in turn, none cancelled by another
+    (the schedule's own firing still replaces the open ones, as any previous job)."""
     jobs = [schedule_job(namespace, definition, occurrence, state) for occurrence in found]
     if definition.concurrency_policy is ConcurrencyPolicy.ALLOW:
         return jobs

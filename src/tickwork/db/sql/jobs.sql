@@ -62,8 +62,9 @@ WHERE coalesce(%(run_at)s::timestamptz, %(now)s::timestamptz, now()) <= now();
 
 -- name: job_insert_for_schedules
 -- The jobs of schedule occurrences (occurrence_at NULL: a manual trigger), all created in
--- one trace context (the firing pass's span, or the caller's). An occurrence that already has
--- a job is left alone; the rows returned are the jobs created.
+-- one trace context (the firing pass's span, or the caller's), their ids in the order given
+-- (a backfill's occurrence order, which the claim follows among equal run_at). An occurrence
+-- that already has a job is left alone; the rows returned are the jobs created.
 INSERT INTO tickwork.jobs (
     kind, queue, payload, priority, run_at, max_attempts,
     retry_base_seconds, retry_rate, retry_max_seconds, timeout_seconds, concurrency_key,
@@ -76,9 +77,10 @@ FROM unnest(%(kinds)b::text[], %(queues)b::text[], %(payloads)b::jsonb[],
             %(retry_bases)b::double precision[], %(retry_rates)b::double precision[],
             %(retry_maxes)b::double precision[], %(timeouts)b::double precision[],
             %(concurrency_keys)b::text[], %(namespaces)b::text[], %(names)b::text[],
-            %(occurrences)b::timestamptz[])
+            %(occurrences)b::timestamptz[]) WITH ORDINALITY
      AS u(kind, queue, payload, priority, run_at, max_attempts, retry_base, retry_rate,
-          retry_max, timeout, concurrency_key, namespace, name, occurrence_at)
+          retry_max, timeout, concurrency_key, namespace, name, occurrence_at, place)
+ORDER BY u.place
 ON CONFLICT (schedule_namespace, schedule_name, occurrence_at)
     WHERE occurrence_at IS NOT NULL
     DO NOTHING
