@@ -466,10 +466,12 @@ class App:
         reason: str | None = None,
         request_id: str | None = None,
     ) -> operations.BackfillReport:
-        """Create the jobs of every occurrence in [``start``, ``end``] that has none yet
-        (policies do not apply); twice creates nothing twice. Audited. Refuses a range in the
-        future or holding more than ``operations.MAX_BACKFILL`` occurrences, and FixedDelay
-        schedules."""
+        """Create the jobs of every occurrence in [``start``, ``end``] that has none yet;
+        twice creates nothing twice. Audited. The misfire policy does not apply; the overlap
+        policy does: under Forbid, BufferOne and Replace they run one at a time, oldest first
+        (:func:`tickwork.schedules.policies.backfill_jobs`), under Allow side by side.
+        Refuses a range in the future or holding more than ``operations.MAX_BACKFILL``
+        (1,000) occurrences (InvalidInput naming their number), and FixedDelay schedules."""
         who = Actor(actor, reason, request_id)
         with self.connection() as conn:
             return operations.backfill(conn, namespace, name, start, end, who, self.clock.now())

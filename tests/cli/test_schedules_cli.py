@@ -440,6 +440,14 @@ def test_backfill_refuses_a_bad_range(database_url: str, tmp_path: Path) -> None
         database_url=database_url,
     )  # fmt: skip
     assert "--from: '2026-01-01' has no UTC offset" in one_line_error(naive, 2)
+    a_day = tickwork_cmd(
+        "backfill", NS, "minutely", "--from", "2026-01-01T00:00:00Z", "--to", "2026-01-01T23:59Z",
+        database_url=database_url,
+    )  # fmt: skip
+    assert one_line_error(a_day, 2) == (
+        "tickwork: error: --to: 1,440 occurrences from 2026-01-01T00:00:00+00:00 to"
+        " 2026-01-01T23:59:00+00:00; at most 1,000 in one call — split the range"
+    )
     assert counts(database_url)[2] == 0
     assert audit(database_url) == []
 

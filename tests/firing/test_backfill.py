@@ -3,6 +3,7 @@ missing ones over a range already fired), manual triggers, and the audit of both
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import timedelta
 from typing import Any
 
@@ -11,8 +12,21 @@ import pytest
 from psycopg.rows import dict_row
 
 import tickwork
-from tests.support.schedule_helpers import NS, at, cron, every, fire, jobs, occurrences, schedule
+from tests.support.helpers import claim
+from tests.support.schedule_helpers import (
+    KIND,
+    NS,
+    at,
+    cron,
+    every,
+    fire,
+    jobs,
+    occurrences,
+    schedule,
+)
 from tickwork.clock import SettableClock
+from tickwork.db import jobs as jobs_db
+from tickwork.db import store
 from tickwork.errors import InvalidInput, InvalidTransition, ScheduleNotFound
 from tickwork.schedules.definition import ConcurrencyPolicy, IntervalMode, JobTemplate
 from tickwork.schedules.operations import MAX_BACKFILL, BackfillReport
@@ -70,18 +84,107 @@ async def test_backfill_over_a_fired_range_creates_only_the_missing_ones(
     assert occurrences(conn, "tick")[-1] == at(360)
 
 
-def test_backfill_ignores_overlap_policies_and_carries_state(
-    app: tickwork.App, conn: psycopg.Connection[Any], clock: SettableClock
+SERIAL = [ConcurrencyPolicy.FORBID, ConcurrencyPolicy.BUFFER_ONE, ConcurrencyPolicy.REPLACE]
+
+
+def _claim_one_by_one(conn: psycopg.Connection[Any], count: int) -> list[Any]:
+    """Claim as a worker with room for 10 would, ``count`` times, completing each job claimed
+    before the next claim; the occurrences in the order they were claimed."""
+    order = []
+    for _ in range(count):
+        claimed = claim(conn, kinds=[KIND], limit=10, now=at(7200))
+        assert len(claimed) == 1, "one at a time"
+        assert claim(conn, kinds=[KIND], limit=10, now=at(7200)) == [], "none beside it"
+        assert claimed[0].schedule is not None
+        order.append(claimed[0].schedule.occurrence_at)
+        store.run(conn, jobs_db.complete_jobs(claimed, at(7200)))
+    return order
+
+
+@pytest.mark.parametrize("policy", SERIAL)
+def test_backfill_of_a_forbid_buffer_one_or_replace_schedule_runs_one_at_a_time_in_order(
+    app: tickwork.App, conn: psycopg.Connection[Any], clock: SettableClock, policy: Any
 ) -> None:
+    """Each job under the schedule's key, claimed oldest occurrence first although jitter (up
+    to 5 minutes on a per-minute schedule) would have reordered their due times; none
+    cancelled (Replace too); carried state as the firing gives it."""
     app.sync_schedules(
-        NS, [every("tick", 60, concurrency_policy=ConcurrencyPolicy.FORBID, jitter_seconds=5)]
+        NS, [cron("tick", "* * * * *", concurrency_policy=policy, jitter_seconds=300)]
     )
     conn.execute("UPDATE tickwork.schedules SET state = '{\"cursor\": 9}'")
     clock.set(at(3600))
+    assert app.backfill(NS, "tick", at(60), at(600)).created == 10
+    rows = jobs(conn)
+    assert {row["concurrency_key"] for row in rows} == {"schedule:ns/tick"}
+    assert {row["payload"]["cursor"] for row in rows} == {9}
+    run_ats = [row["run_at"] for row in rows]
+    assert run_ats == sorted(run_ats)
+    assert [row["id"] for row in rows] == sorted(row["id"] for row in rows)
+    assert all(row["run_at"] - row["occurrence_at"] <= timedelta(seconds=300) for row in rows)
+    assert _claim_one_by_one(conn, 10) == [at(60 * k) for k in range(1, 11)]
+    assert {row["status"] for row in jobs(conn)} == {"succeeded"}
+
+
+def test_backfill_keeps_the_template_concurrency_key(
+    app: tickwork.App, conn: psycopg.Connection[Any], clock: SettableClock
+) -> None:
+    template = JobTemplate(kind=KIND, concurrency_key="reports")
+    app.sync_schedules(
+        NS, [every("tick", 60, concurrency_policy=ConcurrencyPolicy.FORBID, job=template)]
+    )
+    clock.set(at(3600))
+    assert app.backfill(NS, "tick", at(60), at(180)).created == 3
+    assert {row["concurrency_key"] for row in jobs(conn)} == {"reports"}
+
+
+def test_backfill_of_an_allow_schedule_runs_side_by_side(
+    app: tickwork.App, conn: psycopg.Connection[Any], clock: SettableClock
+) -> None:
+    app.sync_schedules(NS, [every("tick", 60, jitter_seconds=5)])
+    clock.set(at(3600))
     assert app.backfill(NS, "tick", at(60), at(180)).created == 3
     for job in jobs(conn):
-        assert job["payload"] == {"cursor": 9}
+        assert job["concurrency_key"] is None
         assert timedelta(0) <= job["run_at"] - job["occurrence_at"] <= timedelta(seconds=5)
+    assert len(claim(conn, kinds=[KIND], limit=10, now=at(3600))) == 3
+
+
+async def test_a_forbid_schedule_fires_nothing_while_its_backfill_is_open(
+    app: tickwork.App,
+    aconn: psycopg.AsyncConnection[Any],
+    conn: psycopg.Connection[Any],
+    clock: SettableClock,
+) -> None:
+    """Backfilled jobs are the schedule's jobs: its regular firing skips (and counts) an
+    occurrence while one of them is pending or running, and fires again once they ended."""
+    app.sync_schedules(NS, [every("tick", 60, concurrency_policy=ConcurrencyPolicy.FORBID)])
+    clock.set(at(30))
+    assert app.backfill(NS, "tick", at(-600), at(0)).created == 11
+    await fire(aconn, at(60))
+    assert schedule(conn, "tick")["skipped_occurrences"] == 1
+    _claim_one_by_one(conn, 11)
+    await fire(aconn, at(120))
+    assert occurrences(conn, "tick")[-1] == at(120)
+
+
+async def test_a_replace_schedule_replaces_its_backfill_unless_suspended(
+    app: tickwork.App,
+    aconn: psycopg.AsyncConnection[Any],
+    conn: psycopg.Connection[Any],
+    clock: SettableClock,
+) -> None:
+    """The regular firing of a Replace schedule cancels what is left of a backfill, as it
+    cancels any previous job; suspended, it fires nothing and the backfill runs through."""
+    replace = every("tick", 60, concurrency_policy=ConcurrencyPolicy.REPLACE)
+    app.sync_schedules(NS, [dataclasses.replace(replace, suspend=True)])
+    clock.set(at(30))
+    assert app.backfill(NS, "tick", at(-600), at(0)).created == 11
+    await fire(aconn, at(60))
+    assert {row["status"] for row in jobs(conn)} == {"available"}
+    app.sync_schedules(NS, [replace])
+    await fire(aconn, at(120))
+    statuses = [row["status"] for row in jobs(conn)]
+    assert statuses == ["cancelled"] * 11 + ["available"]
 
 
 def test_backfill_refuses_what_it_cannot_do(
@@ -99,9 +202,15 @@ def test_backfill_refuses_what_it_cannot_do(
         NS, [every("second", 1), every("delay", 60, interval_mode=IntervalMode.FIXED_DELAY)]
     )
     clock.set(at(10 * 86400))
-    with pytest.raises(InvalidInput, match=f"more than {MAX_BACKFILL}"):
-        app.backfill(NS, "second", at(0), at(MAX_BACKFILL))
-    assert app.backfill(NS, "second", at(1), at(MAX_BACKFILL)).created == MAX_BACKFILL
+    with pytest.raises(InvalidInput) as refused:
+        app.backfill(NS, "second", at(0), at(1440))
+    assert str(refused.value) == (
+        "end: 1,441 occurrences from 2030-01-01T00:00:00+00:00 to 2030-01-01T00:24:00+00:00;"
+        " at most 1,000 in one call — split the range"
+    )
+    with pytest.raises(InvalidInput, match=r"^end: more than 10,000 occurrences from"):
+        app.backfill(NS, "second", at(0), at(9 * 86400))
+    assert app.backfill(NS, "second", at(1), at(MAX_BACKFILL)).created == MAX_BACKFILL == 1000
     with pytest.raises(InvalidInput, match="future"):
         app.backfill(NS, "second", at(0), at(11 * 86400))
     with pytest.raises(InvalidInput, match="before start"):

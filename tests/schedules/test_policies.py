@@ -295,3 +295,37 @@ def test_buffer_one_gets_an_implicit_concurrency_key_unless_the_template_has_one
     )
     assert policies.concurrency_key("ns", keyed) == "mine"
     assert policies.concurrency_key("ns", _definition(concurrency_policy=FORBID)) is None
+
+
+@pytest.mark.parametrize("policy", list(ConcurrencyPolicy))
+def test_backfill_jobs_keep_the_overlap_policy_and_the_occurrence_order(
+    policy: ConcurrencyPolicy,
+) -> None:
+    """Allow: the firing's jobs. Otherwise: one key for all (BufferOne's), and due times that
+    never go back although the jitter of each occurrence (up to 5 minutes on a per-minute
+    schedule) would."""
+    definition = _definition(concurrency_policy=policy, jitter_seconds=300)
+    found = [T0 + timedelta(minutes=k) for k in range(30)]
+    jobs = policies.backfill_jobs("ns", definition, found, {"cursor": 7})
+    fired = [policies.schedule_job("ns", definition, o, {"cursor": 7}) for o in found]
+    assert [j.occurrence_at for j in jobs] == found
+    assert [j.run_at for j in fired] != sorted(j.run_at for j in fired)  # type: ignore[type-var]
+    if policy is ConcurrencyPolicy.ALLOW:
+        assert jobs == fired
+        return
+    assert {j.concurrency_key for j in jobs} == {"schedule:ns/a"}
+    run_ats = [j.run_at for j in jobs]
+    assert run_ats == sorted(run_ats)  # type: ignore[type-var]
+    assert all(f.run_at <= j.run_at for f, j in zip(fired, jobs, strict=True))  # type: ignore[operator]
+    assert {j.payload["cursor"] for j in jobs} == {7}
+
+
+def test_backfill_jobs_take_the_templates_key() -> None:
+    keyed = ScheduleDefinition(
+        name="a",
+        job=JobTemplate(kind="k", concurrency_key="mine"),
+        schedule="* * * * *",
+        concurrency_policy=REPLACE,
+    )
+    (job,) = policies.backfill_jobs("ns", keyed, [T0], None)
+    assert job.concurrency_key == "mine"

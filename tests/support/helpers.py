@@ -241,19 +241,30 @@ async def running(worker: Worker, *, stop_timeout: float = DEADLINE) -> AsyncIte
 # --- worker processes (multiprocessing spawn target) ---------------------------------------
 
 MP_KIND = "mp.record"
+MP_TIMED_KIND = "mp.timed"
+"""Like MP_KIND, and the job's start and end (system-wide monotonic clock) recorded too."""
 
 
 def serve_worker(database_url: str, name: str, record_dir: str, overrides: dict[str, Any]) -> None:
     """Run one worker process until SIGTERM. Its task appends the job id to a file of its own,
-    flushed per job, so the test can count executions even after a SIGKILL."""
+    flushed per job, so the test can count executions even after a SIGKILL; the timed task
+    appends ``id start end`` to another once it ended."""
     app = tickwork.App(database_url)
     out = (Path(record_dir) / f"{name}.ids").open("a", buffering=1)
+    spans = (Path(record_dir) / f"{name}.spans").open("a", buffering=1)
 
     @app.task(MP_KIND)
     async def record(job: Job) -> None:
         out.write(f"{job.id}\n")
         out.flush()
         await asyncio.sleep(job.payload.get("sleep", 0))
+
+    @app.task(MP_TIMED_KIND)
+    async def timed(job: Job) -> None:
+        start = time.monotonic()
+        await record(job)
+        spans.write(f"{job.id} {start} {time.monotonic()}\n")
+        spans.flush()
 
     worker_settings = replace(
         WorkerSettings(database_url=database_url, app="tests", name=name), **overrides
@@ -268,6 +279,7 @@ def serve_worker(database_url: str, name: str, record_dir: str, overrides: dict[
         asyncio.run(main())
     finally:
         out.close()
+        spans.close()
         app.close()
 
 
@@ -277,6 +289,16 @@ def recorded_ids(record_dir: Path) -> dict[str, list[int]]:
         path.stem: [int(line) for line in path.read_text().split()]
         for path in sorted(record_dir.glob("*.ids"))
     }
+
+
+def recorded_spans(record_dir: Path) -> dict[int, tuple[float, float]]:
+    """The start and end of each timed job, by job id, whichever process ran it."""
+    spans = {}
+    for path in sorted(record_dir.glob("*.spans")):
+        for line in path.read_text().splitlines():
+            job_id, start, end = line.split()
+            spans[int(job_id)] = (float(start), float(end))
+    return spans
 
 
 @contextmanager

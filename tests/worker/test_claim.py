@@ -291,6 +291,30 @@ def test_concurrency_key_holds_across_two_claimers(
     )
 
 
+def test_a_keys_jobs_start_in_order_when_its_first_is_locked_by_another_claimer(
+    app: tickwork.App,
+    conn: psycopg.Connection,
+    first: psycopg.Connection,
+    other: psycopg.Connection,
+) -> None:
+    """The key's first job is locked by another transaction (a claimer between its scan and
+    its key lock): the key is passed over, not served from its second job, which would start
+    before the first (a backfill's occurrences out of order). An earlier job this claimer
+    could not take (another kind, not due yet) does not hold the key back."""
+    keyed = [app.enqueue(KIND, {}, concurrency_key="k") for _ in range(3)]
+    free = app.enqueue(KIND, {})
+    first.execute("SELECT 1 FROM tickwork.jobs WHERE id = %s FOR UPDATE", (keyed[0],))
+    assert _ids(claim(other, kinds=[KIND], worker="w-b")) == [free]
+    other.commit()
+    first.commit()
+    assert _ids(claim(conn, kinds=[KIND])) == [keyed[0]]
+
+    app.enqueue("elsewhere", {}, concurrency_key="e")
+    app.enqueue(KIND, {}, concurrency_key="e", run_at=at(60), priority=5)
+    mine = app.enqueue(KIND, {}, concurrency_key="e")
+    assert _ids(claim(conn, kinds=[KIND])) == [mine]
+
+
 def test_concurrency_key_index_refuses_a_second_running_job(
     app: tickwork.App, conn: psycopg.Connection
 ) -> None:

@@ -1,6 +1,7 @@
 """Several worker processes on one database: every job runs exactly once when all stay up,
 at least once (and ends succeeded) when one of them is killed mid-run, and once or not at all
-(cancelled) when its schedule is pruned mid-drain."""
+(cancelled) when its schedule is pruned mid-drain; backfilled jobs keep their schedule's
+overlap policy (one at a time, or side by side under Allow)."""
 
 from __future__ import annotations
 
@@ -19,13 +20,15 @@ import pytest
 import tickwork
 from tests.support.helpers import (
     MP_KIND,
+    MP_TIMED_KIND,
     recorded_ids,
+    recorded_spans,
     scalar,
     serve_worker,
     stop_processes,
     wait_until_sync,
 )
-from tickwork.schedules.definition import JobTemplate, ScheduleDefinition
+from tickwork.schedules.definition import ConcurrencyPolicy, JobTemplate, ScheduleDefinition
 
 Start = Callable[[str, dict[str, Any]], Any]
 
@@ -204,7 +207,11 @@ def test_pruning_while_processes_claim_each_job_runs_once_or_is_cancelled(
         job = JobTemplate(kind=MP_KIND, payload={"sleep": 0.05})
         app.sync_schedules("ns", [ScheduleDefinition("backlog", job, every=timedelta(seconds=1))])
         end = scalar(conn, "SELECT date_trunc('second', now())") - timedelta(seconds=1)
-        created = app.backfill("ns", "backlog", end - timedelta(seconds=jobs - 1), end).created
+        first = end - timedelta(seconds=jobs - 1)
+        chunks = [first + timedelta(seconds=k) for k in range(0, jobs, 1000)]  # 1,000 a call
+        created = sum(
+            app.backfill("ns", "backlog", c, c + timedelta(seconds=999)).created for c in chunks
+        )
         assert created == jobs
         wait_until_sync(
             lambda: _counts(conn).get("succeeded", 0) >= 50, timeout=30, what="the drain to start"
@@ -267,3 +274,67 @@ def test_three_default_workers_share_one_second_jobs_none_hoards(
     assert sum(picked.values()) == 30
     assert set(picked) == set(names), f"every worker ran some: {picked}"
     assert min(picked.values()) >= 5, f"no worker hoards: {picked}"
+
+
+def _most_at_once(spans: list[tuple[float, float]]) -> int:
+    """The most of these [start, end) spans open at one instant."""
+    events = sorted([(start, 1) for start, _ in spans] + [(end, -1) for _, end in spans])
+    most = running = 0
+    for _, change in events:  # at a tie an end sorts first: touching spans do not overlap
+        running += change
+        most = max(most, running)
+    return most
+
+
+def test_backfilled_jobs_keep_their_schedules_overlap_policy_across_processes(
+    database_url: str, conn: psycopg.Connection, tmp_path: Path, start_worker: Start
+) -> None:
+    """20 past minutes of per-minute schedules of 1 s jobs, backfilled, drained by three
+    worker processes (room for 30 jobs at once): those of the Forbid, BufferOne and Replace
+    schedules never two at a time, oldest occurrence first, none cancelled, while the Allow
+    schedule's run side by side; the serial schedules run alongside each other (the fleet had
+    the room)."""
+    names = ["bf-0", "bf-1", "bf-2"]
+    processes = [start_worker(name, {"poll_seconds": 0.2}) for name in names]
+    _wait_registered(conn, names)
+
+    policies = {p.value.lower(): p for p in ConcurrencyPolicy}
+    job = JobTemplate(kind=MP_TIMED_KIND, payload={"sleep": 1.0})
+    app = tickwork.App(database_url)
+    try:
+        app.sync_schedules(
+            "bf",
+            [
+                ScheduleDefinition(
+                    name,
+                    job,
+                    schedule="* * * * *",
+                    concurrency_policy=policy,
+                    successful_jobs_history_limit=20,  # retention keeps them for the checks
+                )
+                for name, policy in policies.items()
+            ],
+        )
+        end = scalar(conn, "SELECT date_trunc('minute', now())")
+        for name in policies:
+            assert app.backfill("bf", name, end - timedelta(minutes=19), end).created == 20
+    finally:
+        app.close()
+    wait_until_sync(
+        lambda: _counts(conn) == {"succeeded": 80}, timeout=90, what="every backfilled job"
+    )
+    _stop(processes)
+
+    spans = recorded_spans(tmp_path)
+    by_schedule: dict[str, list[tuple[float, float]]] = {name: [] for name in policies}
+    for job_id, name in conn.execute(
+        "SELECT id, schedule_name FROM tickwork.jobs ORDER BY occurrence_at"
+    ):
+        by_schedule[name].append(spans[job_id])
+    assert sum(len(ran) for ran in by_schedule.values()) == len(spans) == 80, "each ran once"
+    for name in ("forbid", "bufferone", "replace"):
+        assert _most_at_once(by_schedule[name]) == 1, f"{name}: never two running"
+        assert by_schedule[name] == sorted(by_schedule[name]), f"{name}: in occurrence order"
+    assert _most_at_once(by_schedule["allow"]) >= 10, "Allow: side by side"
+    serial = [span for name in ("forbid", "bufferone", "replace") for span in by_schedule[name]]
+    assert _most_at_once(serial) == 3, "the serial schedules did not wait for each other"

@@ -21,7 +21,7 @@ from typing import Any
 from tickwork.cli import common, output
 from tickwork.db.schedules import ScheduleRow
 from tickwork.errors import InvalidInput
-from tickwork.schedules import manifests, occurrences, tenancy
+from tickwork.schedules import manifests, occurrences, operations, tenancy
 from tickwork.schedules.definition import stored_history_limits
 from tickwork.schedules.sync import SyncReport
 from tickwork.settings import add_arguments
@@ -147,8 +147,11 @@ def _register_backfill(subcommands: common.Subcommands) -> None:
         "backfill",
         help="create the missing jobs of a schedule's past occurrences",
         description="Create a job for every occurrence of the schedule from --from to --to "
-        "(both included) that has none yet; running it again creates nothing twice. Misfire "
-        "and overlap policies do not apply. Audited.",
+        "(both included) that has none yet; running it again creates nothing twice. The "
+        "misfire policy does not apply; the overlap policy does: the jobs of a Forbid, "
+        "BufferOne or Replace schedule run one at a time, oldest first, those "
+        f"of an Allow schedule side by side. At most {operations.MAX_BACKFILL:,} occurrences in "
+        "one call: split a longer range. Audited.",
     )
     _add_schedule_key(parser)
     parser.add_argument("--from", dest="start", required=True, metavar="ISO")

@@ -22,8 +22,14 @@ from tickwork.schedules import occurrences, policies
 from tickwork.schedules import sync as schedule_sync
 from tickwork.schedules.definition import ScheduleDefinition
 
-MAX_BACKFILL = 100_000
-"""Most occurrences one backfill creates; a longer range is refused."""
+MAX_BACKFILL = 1_000
+"""Most occurrences one backfill call takes; a range holding more is refused with their
+number (counted up to :data:`BACKFILL_COUNTED`), to be split. It bounds one call's
+transaction and the backlog of a schedule whose backfilled jobs run one at a time."""
+
+BACKFILL_COUNTED = 10 * MAX_BACKFILL
+"""How far a refused backfill counts its range's occurrences (under the schedule's row
+lock: 10,000 cron occurrences take about 70 ms); beyond it, "more than"."""
 
 _TICK = timedelta(microseconds=1)
 
@@ -109,7 +115,9 @@ def backfill(
     now: datetime | None,
 ) -> BackfillReport:
     """The jobs of every occurrence in [start, end] that has none yet, through the
-    occurrence key: running it twice creates nothing twice."""
+    occurrence key: running it twice creates nothing twice. They keep the schedule's
+    overlap policy (:func:`policies.backfill_jobs`); more than :data:`MAX_BACKFILL`
+    occurrences are refused."""
     _aware("start", start)
     _aware("end", end)
     if end < start:
@@ -126,11 +134,11 @@ def backfill(
         start - _TICK,
         end,
         occurrences.load_zone(definition.time_zone),
-        limit=MAX_BACKFILL + 1,
+        limit=BACKFILL_COUNTED + 1,
     )
     if len(found) > MAX_BACKFILL:
-        raise InvalidInput("end", f"the range holds more than {MAX_BACKFILL} occurrences; split it")
-    jobs = [policies.schedule_job(namespace, definition, o, locked.state) for o in found]
+        raise InvalidInput("end", _too_many(len(found), start, end))
+    jobs = policies.backfill_jobs(namespace, definition, found, locked.state)
     created = store.run(conn, jobs_db.insert_schedule_jobs(jobs, now, tracing.capture()))
     report = BackfillReport(created=len(created), existing=len(found) - len(created))
     details = {
@@ -141,6 +149,14 @@ def backfill(
     }
     _record(conn, actor, "backfill", namespace, name, details, None, now)
     return report
+
+
+def _too_many(count: int, start: datetime, end: datetime) -> str:
+    counted = f"more than {BACKFILL_COUNTED:,}" if count > BACKFILL_COUNTED else f"{count:,}"
+    return (
+        f"{counted} occurrences from {start.isoformat()} to {end.isoformat()}; "
+        f"at most {MAX_BACKFILL:,} in one call — split the range"
+    )
 
 
 TRIGGER = "trigger"

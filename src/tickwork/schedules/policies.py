@@ -1,6 +1,7 @@
 """The firing engine's decisions, as pure functions: which due occurrences are misses and
 which of them still fire (misfire policy), which fire while the schedule's previous job is
-open (overlap policy), and what job an occurrence makes (template, carried state, jitter).
+open (overlap policy), what job an occurrence makes (template, carried state, jitter), and
+the jobs of a backfill (the overlap policy as a concurrency key, in occurrence order).
 
 Nothing here reads the clock or the database; the firing pass hands in what it knows.
 """
@@ -10,7 +11,7 @@ from __future__ import annotations
 import bisect
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -151,10 +152,40 @@ def jitter(namespace: str, name: str, occurrence: datetime, seconds: int) -> tim
 def concurrency_key(namespace: str, definition: ScheduleDefinition) -> str | None:
     """The template's key; BufferOne without one gets ``schedule:<namespace>/<name>``, so
     the waiting job cannot start before the running one finished."""
+    if definition.concurrency_policy is ConcurrencyPolicy.BUFFER_ONE:
+        return serial_key(namespace, definition)
+    return definition.job.concurrency_key
+
+
+def serial_key(namespace: str, definition: ScheduleDefinition) -> str:
+    """The concurrency key that runs a schedule's jobs one at a time: the template's, else
+    ``schedule:<namespace>/<name>`` (BufferOne's own key)."""
     key = definition.job.concurrency_key
-    if key is None and definition.concurrency_policy is ConcurrencyPolicy.BUFFER_ONE:
-        return f"schedule:{namespace}/{definition.name}"
-    return key
+    return f"schedule:{namespace}/{definition.name}" if key is None else key
+
+
+def backfill_jobs(
+    namespace: str, definition: ScheduleDefinition, found: Sequence[datetime], state: Any
+) -> list[NewJob]:
+    """The jobs of a backfill's occurrences ``found`` (ascending), to insert in that order.
+
+    Allow: as the firing makes them, free to run side by side. Forbid, BufferOne and Replace:
+    all under :func:`serial_key`, so at most one of them runs at a time fleet-wide (and none
+    alongside a running job of the schedule that carries the key), each run_at at least its
+    predecessor's (jitter can no longer reorder them), so the claim's order (run_at, id)
+    takes them oldest first. Under Replace too each runs in turn, none cancelled by another
+    (the schedule's own firing still replaces the open ones, as any previous job)."""
+    jobs = [schedule_job(namespace, definition, occurrence, state) for occurrence in found]
+    if definition.concurrency_policy is ConcurrencyPolicy.ALLOW:
+        return jobs
+    key = serial_key(namespace, definition)
+    ordered: list[NewJob] = []
+    latest = None
+    for job in jobs:
+        assert job.run_at is not None  # an occurrence's job has its due time
+        latest = job.run_at if latest is None else max(latest, job.run_at)
+        ordered.append(replace(job, run_at=latest, concurrency_key=key))
+    return ordered
 
 
 def job_payload(namespace: str, definition: ScheduleDefinition, state: Any) -> Any:

@@ -62,8 +62,9 @@ WHERE coalesce(%(run_at)s::timestamptz, %(now)s::timestamptz, now()) <= now();
 
 -- name: job_insert_for_schedules
 -- The jobs of schedule occurrences (occurrence_at NULL: a manual trigger), all created in
--- one trace context (the firing pass's span, or the caller's). An occurrence that already has
--- a job is left alone; the rows returned are the jobs created.
+-- one trace context (the firing pass's span, or the caller's), their ids in the order given
+-- (a backfill's occurrence order, which the claim follows among equal run_at). An occurrence
+-- that already has a job is left alone; the rows returned are the jobs created.
 INSERT INTO tickwork.jobs (
     kind, queue, payload, priority, run_at, max_attempts,
     retry_base_seconds, retry_rate, retry_max_seconds, timeout_seconds, concurrency_key,
@@ -76,9 +77,10 @@ FROM unnest(%(kinds)b::text[], %(queues)b::text[], %(payloads)b::jsonb[],
             %(retry_bases)b::double precision[], %(retry_rates)b::double precision[],
             %(retry_maxes)b::double precision[], %(timeouts)b::double precision[],
             %(concurrency_keys)b::text[], %(namespaces)b::text[], %(names)b::text[],
-            %(occurrences)b::timestamptz[])
+            %(occurrences)b::timestamptz[]) WITH ORDINALITY
      AS u(kind, queue, payload, priority, run_at, max_attempts, retry_base, retry_rate,
-          retry_max, timeout, concurrency_key, namespace, name, occurrence_at)
+          retry_max, timeout, concurrency_key, namespace, name, occurrence_at, place)
+ORDER BY u.place
 ON CONFLICT (schedule_namespace, schedule_name, occurrence_at)
     WHERE occurrence_at IS NOT NULL
     DO NOTHING
@@ -89,8 +91,10 @@ RETURNING id, schedule_namespace, schedule_name, occurrence_at;
 -- enqueued without max_attempts takes the claiming worker's task setting for its kind.
 -- Jobs whose concurrency key is busy (a job with that key is running, cancel requested or
 -- not) are passed over inside the scan, so they never hold back the jobs behind them; of the
--- rest, one job per key per batch. The advisory lock keeps two claimers from taking the same
--- key at once, and the unique index jobs_concurrency_key_idx is the final guard.
+-- rest, one job per key per batch: the key's first in claim order, passed over while an
+-- earlier one this claimer could take is locked by another claimer (so a key's jobs start in
+-- order: a backfill's occurrences oldest first). The advisory lock keeps two claimers from
+-- taking the same key at once, and the unique index jobs_concurrency_key_idx is the final guard.
 -- Two ordered scans of jobs_claim_idx give the claim order: the jobs of a priority above 0
 -- first, then those of priority 0 (the usual one), whose scan seeks straight to the lowest
 -- claim floor of the queues and kinds served (migration 0013; -infinity when one of them has
@@ -146,7 +150,7 @@ locked AS (
     SELECT * FROM usual
 ),
 keyed AS (
-    SELECT row_id, concurrency_key,
+    SELECT row_id, concurrency_key, id,
            row_number() OVER (PARTITION BY concurrency_key ORDER BY priority DESC, run_at, id) AS rank
     FROM locked
     WHERE concurrency_key IS NOT NULL
@@ -156,6 +160,15 @@ chosen AS (
     UNION ALL
     SELECT row_id FROM keyed k
     WHERE k.rank = 1
+      AND k.id = (  -- the key's first job this claimer could take (migration 0019)
+          SELECT e.id FROM tickwork.jobs e
+          WHERE e.concurrency_key = k.concurrency_key
+            AND e.status = 'available'
+            AND e.run_at <= coalesce(%(now)s, now())
+            AND e.queue = ANY(%(queues)s::text[])
+            AND e.kind = ANY(%(kinds)s::text[])
+          ORDER BY e.priority DESC, e.run_at, e.id
+          LIMIT 1)
       AND pg_try_advisory_xact_lock(hashtextextended('tickwork:' || k.concurrency_key, 0))
 ),
 claimed AS (
