@@ -26,6 +26,7 @@ from tickwork.errors import (
     InvalidTransition,
     JobNotFound,
     ScheduleNotFound,
+    SchemaMissing,
 )
 from tickwork.logs import fields
 
@@ -75,7 +76,7 @@ async def errors(request: web.Request, handler: security.Handler) -> web.StreamR
             extra=fields(action="admin_out_of_scope"),
         )
         return problem(request, 403, str(exc))
-    except connections.DatabaseError:
+    except (connections.DatabaseError, SchemaMissing):
         log.exception("admin: database error", extra=fields(action="admin_database_error"))
         return problem(request, 503, "database error (details are in the server's log)")
     except Exception:

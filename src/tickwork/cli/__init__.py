@@ -31,10 +31,9 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
         return _fail(str(exc), 2)
     except TickworkError as exc:
         return _fail(str(exc), 1)
-    except connections.MISSING_SCHEMA as exc:
-        return _fail(f"{_first_line(exc)}: run `tickwork migrate` first", 1)
     except connections.DatabaseError as exc:
-        return _fail(f"database error: {_first_line(exc)}", 1)
+        missing = connections.schema_missing(exc)
+        return _fail(str(missing) if missing else f"database error: {_first_line(exc)}", 1)
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
