@@ -66,6 +66,6 @@ def summary(error: str | None) -> str:
 
 
 def did_you_mean(word: str, known: Iterable[str]) -> str:
-    """``"; did you mean `closest`?"`` when one of ``known`` is close to ``word``, else ``""``."""
+    """`` (did you mean `closest`?)`` when one of ``known`` is close to ``word``, else ``""``."""
     close = difflib.get_close_matches(word, sorted(known), n=1, cutoff=0.7)
-    return f"; did you mean `{close[0]}`?" if close else ""
+    return f" (did you mean `{close[0]}`?)" if close else ""

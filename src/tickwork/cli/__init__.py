@@ -27,6 +27,8 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     try:
         args = build_parser().parse_args(args_given)
         return int(args.handler(args, environment))
+    except common.UsageError as exc:
+        return _fail(str(exc), 2, exc.usage)
     except (ConfigurationError, InvalidInput) as exc:
         return _fail(str(exc), 2)
     except TickworkError as exc:
@@ -69,6 +71,8 @@ def _first_line(exc: BaseException) -> str:
     return lines[0] if lines else type(exc).__name__
 
 
-def _fail(message: str, status: int) -> int:
+def _fail(message: str, status: int, usage: str | None = None) -> int:
     print(f"tickwork: error: {' '.join(message.split())}", file=sys.stderr)
+    if usage:
+        print(usage, file=sys.stderr)
     return status
