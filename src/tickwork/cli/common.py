@@ -160,11 +160,17 @@ def _os_user() -> str:
         return f"uid-{os.getuid()}"
 
 
+def source(cls: type, name: str, args: argparse.Namespace, env: Env) -> str | None:
+    """Where this command line or environment gives setting ``name`` of ``cls``: its flag or
+    its variable; None when it keeps its default."""
+    return settings.origin(cls, name, settings.flag_values(args, cls), env)
+
+
 def database_url(args: argparse.Namespace, env: Env) -> str:
     """The database URL from ``--database-url`` or the environment, checked by connecting once
     so that an unreachable database is reported at once and with its reason."""
     url = load(settings.DatabaseSettings, args, env).database_url
-    check_connection(url)
+    check_connection(url, source(settings.DatabaseSettings, "database_url", args, env))
     return url
 
 
@@ -178,12 +184,13 @@ def app(args: argparse.Namespace, env: Env) -> Iterator[App]:
         opened.close()
 
 
-def check_connection(url: str) -> None:
-    """Connect and disconnect first, so an unreachable database is one clear line."""
+def check_connection(url: str, given_by: str | None = None) -> None:
+    """Connect and disconnect first, so an unreachable database is one clear line; a
+    malformed URL is named by where it was ``given_by`` (``TICKWORK_DATABASE_URL``)."""
     try:
         connections.check(url)
     except ConfigurationError as exc:
-        raise UsageError(f"--database-url: {exc}") from None
+        raise UsageError(f"{given_by or '--database-url'}: {exc}") from None
 
 
 def instant(flag: str, text: str) -> datetime:

@@ -48,7 +48,9 @@ def run(args: argparse.Namespace, env: common.Env) -> int:
     if common.configure_logging(args, env).log_level != "debug":
         logging.getLogger("kopf").setLevel(logging.WARNING)
     try:
-        common.check_connection(config.database_url)
+        common.check_connection(
+            config.database_url, common.source(OperatorConfig, "database_url", args, env)
+        )
     except DatabaseUnavailable as error:
         log.warning("%s; starting anyway, syncs wait for the database", error)
     asyncio.run(runner.run(config))

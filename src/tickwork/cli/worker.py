@@ -65,7 +65,9 @@ def run(args: argparse.Namespace, env: common.Env) -> int:
     if not app.registry.kinds:
         log.warning("the app registers no tasks: this worker runs no jobs")
     app.configure(settings.database_url)
-    common.check_connection(settings.database_url)
+    common.check_connection(
+        settings.database_url, common.source(WorkerSettings, "database_url", args, env)
+    )
     worker = Worker(app, settings)
     freeze_startup_objects()
     asyncio.run(serve(worker))
