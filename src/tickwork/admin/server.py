@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from importlib import resources
 
 from aiohttp import web
@@ -173,17 +174,19 @@ def runner(console: Console) -> web.AppRunner:
     )
 
 
-async def serve(console: Console, stop: asyncio.Event) -> None:
-    """Serve on the configured host and port until ``stop`` is set."""
+async def serve(console: Console, stop: asyncio.Event, fallbacks: Sequence[int] = ()) -> None:
+    """Serve on the configured host and port (when it is in use, on the first free one of
+    ``fallbacks``) until ``stop`` is set."""
     runner_ = runner(console)
     await runner_.setup()
     try:
-        site = web.TCPSite(runner_, console.settings.host, console.settings.port)
-        await http.listen(site, console.settings.host, console.settings.port)
+        host, requested = console.settings.host, console.settings.port
+        port = await http.listen_first_free(runner_, host, requested, fallbacks)
         log.info(
-            "admin console listening on http://%s:%d/",
-            console.settings.host,
-            console.settings.port,
+            "admin console listening on http://%s:%d/%s",
+            host,
+            port,
+            f" ({requested} in use)" if port != requested else "",
             extra=fields(action="admin_started"),
         )
         await stop.wait()

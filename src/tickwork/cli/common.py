@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import NoReturn, TypeAlias, TypeVar
 
-from tickwork import logs, settings
+from tickwork import http, logs, settings
 from tickwork.app import App
 from tickwork.db import connections
 from tickwork.errors import ConfigurationError, did_you_mean
@@ -164,6 +164,16 @@ def source(cls: type, name: str, args: argparse.Namespace, env: Env) -> str | No
     """Where this command line or environment gives setting ``name`` of ``cls``: its flag or
     its variable; None when it keeps its default."""
     return settings.origin(cls, name, settings.flag_values(args, cls), env)
+
+
+def port_fallbacks(cls: type, name: str, args: argparse.Namespace, env: Env) -> tuple[int, ...]:
+    """Where HTTP port setting ``name`` may move while it is in use: only a default port
+    moves (a second worker on a laptop, :func:`tickwork.http.fallback_ports`); a port given
+    by flag or variable fails instead, for Kubernetes probes rely on it."""
+    if source(cls, name, args, env) is not None:
+        return ()
+    default: int = getattr(cls, name)  # a dataclass field's default
+    return http.fallback_ports(default)
 
 
 def database_url(args: argparse.Namespace, env: Env) -> str:

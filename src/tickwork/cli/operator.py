@@ -18,7 +18,7 @@ import logging
 
 from tickwork.cli import common
 from tickwork.errors import DatabaseUnavailable
-from tickwork.operator import runner
+from tickwork.operator import kube, runner
 from tickwork.operator.config import OperatorConfig
 from tickwork.settings import add_arguments
 
@@ -53,5 +53,7 @@ def run(args: argparse.Namespace, env: common.Env) -> int:
         )
     except DatabaseUnavailable as error:
         log.warning("%s; starting anyway, syncs wait for the database", error)
-    asyncio.run(runner.run(config))
+    kube.check_login()
+    fallbacks = common.port_fallbacks(OperatorConfig, "http_port", args, env)
+    asyncio.run(runner.run(config, http_fallbacks=fallbacks))
     return 0
