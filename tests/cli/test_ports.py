@@ -53,8 +53,9 @@ def test_a_default_port_moves_past_the_other_roles_defaults_and_not_far(default:
 
 
 @contextmanager
-def held(port: int, host: str = "0.0.0.0") -> Iterator[None]:
-    """``port`` in use while inside: held here, or already by another process."""
+def held(port: int, host: str = "0.0.0.0") -> Iterator[bool]:
+    """``port`` in use while inside: held here (True), or by another process (False), which
+    may let it go meanwhile."""
     with socket.socket() as sock:
         try:
             sock.bind((host, port))
@@ -62,7 +63,9 @@ def held(port: int, host: str = "0.0.0.0") -> Iterator[None]:
         except OSError as exc:
             if exc.errno != errno.EADDRINUSE:
                 raise
-        yield
+            yield False
+        else:
+            yield True
 
 
 def _held_ports(count: int) -> tuple[list[socket.socket], list[int]]:
@@ -200,13 +203,13 @@ DEV_SERVING = re.compile(r"\d\d:\d\d:\d\d  job \d+ ")
 def test_dev_two_workers_and_the_console_with_defaults_all_run_on_one_machine(
     database_url: str, dev_data_dir: Path
 ) -> None:
-    """The console's and dev's defaults are held, so they move too; the second worker finds
-    9090 in use (by the first, or by whoever holds it on this machine)."""
+    """Every role's default port is held here (9090 for the workers), so that each one moves
+    and says so, whatever else runs on this machine; all stay up, each on its own port."""
     env = _env(database_url, TICKWORK_ADMIN_CREDENTIALS=CREDENTIALS)
     dev_env = {k: v for k, v in env.items() if not k.startswith("TICKWORK_")}
     worker = ["worker", "--app", "tickwork.examples:app"]
     started = [
-        (worker, env, WORKER_STARTED, None),
+        (worker, env, WORKER_STARTED, 9090),
         (worker, env, WORKER_STARTED, 9090),
         (["admin"], env, ADMIN_STARTED, 9091),
         (["dev", "--data-dir", str(dev_data_dir)], dev_env, DEV_STARTED, 9093),
@@ -214,17 +217,16 @@ def test_dev_two_workers_and_the_console_with_defaults_all_run_on_one_machine(
     processes: list[Process] = []
     addresses: list[tuple[str, int]] = []
     with ExitStack() as stack:
-        stack.enter_context(held(AdminSettings().port))
-        stack.enter_context(held(devmode.HTTP_PORT))
+        ours = {port: stack.enter_context(held(port)) for port in (9090, 9091, 9093)}
         try:
-            for args, process_env, pattern, moved_from in started:
+            for args, process_env, pattern, default in started:
                 process = Process(args, process_env)
                 processes.append(process)
                 line = process.wait_for(pattern)
                 port = int(line["port"])
-                if moved_from is not None:
-                    assert f"({moved_from} in use)" in line.string, line.string
-                    assert port in http.fallback_ports(moved_from)
+                if ours[default]:
+                    assert f"({default} in use)" in line.string, line.string
+                    assert port in http.fallback_ports(default)
                 addresses.append((line["host"], port))
                 if args[0] == "dev":  # it prints where before it serves: its view runs after
                     process.wait_for(DEV_SERVING)
