@@ -189,6 +189,14 @@ class ProbeServer:
         await self._runner.setup()
         self.port = await listen_first_free(self._runner, self.host, self.port, self._fallbacks)
 
+    @property
+    def moved(self) -> str:
+        """`` (9090 in use)`` when it listens elsewhere than asked (its port was in use), for
+        the start line; else empty."""
+        return (
+            f" ({self.requested} in use)" if self.requested and self.port != self.requested else ""
+        )
+
     async def stop(self) -> None:
         if self._runner is not None:
             await self._runner.cleanup()

@@ -85,7 +85,12 @@ async def test_listening_takes_the_first_free_fallback_and_names_them_all_when_n
         server = http.ProbeServer(taken, host="127.0.0.1", fallbacks=(also_taken, free))
         await server.start()
         assert (server.requested, server.port) == (taken, free)
+        assert server.moved == f" ({taken} in use)"
         await server.stop()
+        any_port = http.ProbeServer(0, host="127.0.0.1", fallbacks=(also_taken,))
+        await any_port.start()
+        assert any_port.port != 0 and any_port.moved == "", "port 0 is any port: nothing moved"
+        await any_port.stop()
         stuck = http.ProbeServer(taken, host="127.0.0.1", fallbacks=(also_taken, last_taken))
         with pytest.raises(ConfigurationError) as error:
             await stuck.start()

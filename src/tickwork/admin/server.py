@@ -186,7 +186,7 @@ async def serve(console: Console, stop: asyncio.Event, fallbacks: Sequence[int] 
             "admin console listening on http://%s:%d/%s",
             host,
             port,
-            f" ({requested} in use)" if port != requested else "",
+            f" ({requested} in use)" if requested and port != requested else "",
             extra=fields(action="admin_started"),
         )
         await stop.wait()

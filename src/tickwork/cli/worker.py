@@ -202,12 +202,11 @@ async def start_probes(worker: Worker, fallbacks: Sequence[int] = ()) -> ProbeSe
         readiness=database_readiness(settings.database_url),
     )
     await server.start()  # a port that cannot be bound: one ConfigurationError
-    moved = f" ({server.requested} in use)" if server.port != server.requested else ""
     log.info(
         "metrics on http://%s:%d/metrics, with /healthz and /readyz%s",
         settings.http_host,
         server.port,
-        moved,
+        server.moved,
         extra=fields(action="http_started", worker=worker.name),
     )
     return server

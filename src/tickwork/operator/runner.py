@@ -83,18 +83,17 @@ async def run(
         readiness=readiness,
     )
     await probes.start()
-    moved = f" ({probes.requested} in use)" if probes.port != probes.requested else ""
-    log.info(
-        "metrics on http://%s:%d/metrics, with /healthz and /readyz%s",
-        config.http_host,
-        probes.port,
-        moved,
-        extra=fields(action="http_started"),
-    )
     try:
         if admission is not None:  # before joining: it needs no database
             await admission.start()
         await membership.join()
+        log.info(
+            "metrics on http://%s:%d/metrics, with /healthz and /readyz%s",
+            config.http_host,
+            probes.port,
+            probes.moved,
+            extra=fields(action="http_started"),
+        )
         operator = asyncio.create_task(
             kopf.operator(
                 registry=kopf_registry,
