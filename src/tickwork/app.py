@@ -288,7 +288,9 @@ class App:
     ) -> JobId:
         """Add a job; returns its id (the existing job's id when ``unique_key`` matches an
         open job). With ``conn``, the insert joins that connection's open transaction. The
-        current trace context, if any, goes with it (:mod:`tickwork.tracing`)."""
+        current trace context, if any, goes with it (:mod:`tickwork.tracing`). No worker is
+        asked whether it serves ``kind`` (``tickwork enqueue`` does): a job of a kind nobody
+        serves waits, available, until a worker registering it starts."""
         job = self._new_job(kind, {} if payload is None else payload, fields)
         op = jobs_db.insert_job(job, self.clock.now(), tracing.capture())
         for _ in range(_UNIQUE_RACE_RETRIES):
