@@ -145,12 +145,13 @@ class App:
             pool = connections.pool(self.database_url, max_size=4, check=self._check_connections)
             pool.open(wait=True, timeout=10)
             self._pool = pool
-        with self._pool.connection() as conn:
+        with self._pool.connection() as conn, connections.schema_required():
             yield conn
 
     def _run(self, op: store.Op[T], conn: connections.Connection | None = None) -> T:
         if conn is not None:
-            return store.run(conn, op)
+            with connections.schema_required():
+                return store.run(conn, op)
         with self.connection() as own:
             return store.run(own, op)
 
@@ -163,11 +164,12 @@ class App:
         return self._async_pool
 
     async def _arun(self, op: store.Op[T], conn: connections.AsyncConnection | None = None) -> T:
-        if conn is not None:
-            return await store.arun(conn, op)
-        pool = await self._async_pool_get()
-        async with pool.connection() as own:
-            return await store.arun(own, op)
+        with connections.schema_required():
+            if conn is not None:
+                return await store.arun(conn, op)
+            pool = await self._async_pool_get()
+            async with pool.connection() as own:
+                return await store.arun(own, op)
 
     def close(self) -> None:
         if self._pool is not None:
@@ -230,7 +232,7 @@ class App:
         commit), or in a transaction of its own that notifies nobody, followed after its
         commit by one notification when ``created(result)`` says a job was made."""
         if conn is not None:
-            return store.run(conn, op)
+            return self._run(op, conn)
         with self.connection() as own:
             store.run(own, jobs_db.inserts_quiet())
             result = store.run(own, op)
@@ -255,22 +257,23 @@ class App:
     ) -> T:
         """:meth:`_insert` for asyncio code."""
         if conn is not None:
-            return await store.arun(conn, op)
+            return await self._arun(op, conn)
         pool = await self._async_pool_get()
-        async with pool.connection() as own:
-            await store.arun(own, jobs_db.inserts_quiet())
-            result = await store.arun(own, op)
-            await own.commit()
-            if self._notify and created(result):
-                await own.set_autocommit(True)  # one statement, one round trip
-                try:
-                    await store.arun(own, self._notification(job))
-                except connections.DatabaseError as exc:
-                    _notify_failed(job, exc)
-                finally:
-                    if not own.closed:
-                        await own.set_autocommit(False)
-            return result
+        with connections.schema_required():
+            async with pool.connection() as own:
+                await store.arun(own, jobs_db.inserts_quiet())
+                result = await store.arun(own, op)
+                await own.commit()
+                if self._notify and created(result):
+                    await own.set_autocommit(True)  # one statement, one round trip
+                    try:
+                        await store.arun(own, self._notification(job))
+                    except connections.DatabaseError as exc:
+                        _notify_failed(job, exc)
+                    finally:
+                        if not own.closed:
+                            await own.set_autocommit(False)
+                return result
 
     def _notification(self, job: NewJob) -> store.Op[None]:
         return jobs_db.notify_queue(job.queue, job.run_at, self.clock.now())
@@ -285,7 +288,9 @@ class App:
     ) -> JobId:
         """Add a job; returns its id (the existing job's id when ``unique_key`` matches an
         open job). With ``conn``, the insert joins that connection's open transaction. The
-        current trace context, if any, goes with it (:mod:`tickwork.tracing`)."""
+        current trace context, if any, goes with it (:mod:`tickwork.tracing`). No worker is
+        asked whether it serves ``kind`` (``tickwork enqueue`` does): a job of a kind nobody
+        serves waits, available, until a worker registering it starts."""
         job = self._new_job(kind, {} if payload is None else payload, fields)
         op = jobs_db.insert_job(job, self.clock.now(), tracing.capture())
         for _ in range(_UNIQUE_RACE_RETRIES):

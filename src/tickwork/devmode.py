@@ -7,7 +7,7 @@ that namespace, a few example jobs are enqueued, and every fired occurrence, ski
 and job state change is printed as one line (``--db-only``: just the migrated server and its
 URL, for trying the Python API or your own worker on it). The worker serves ``/metrics``,
 ``/healthz`` and ``/readyz`` on 127.0.0.1:9093 (a worker's default is 9090, the console's 9091),
-or on a free port when 9093 is taken.
+or, when 9093 is taken, on the next free port that is no other role's default (9094, ...).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TextIO
 
-from tickwork import examples
+from tickwork import examples, http
 from tickwork.app import App
 from tickwork.clock import sleep
 from tickwork.db import migrate
@@ -79,14 +79,17 @@ def worker_settings(database_url: str) -> WorkerSettings:
 
 
 def free_port(preferred: int) -> int:
-    """``preferred`` when it is free on :data:`HTTP_HOST`, otherwise any free port (another
-    dev session or program may hold it)."""
-    with socket.socket() as probe:
-        try:
-            probe.bind((HTTP_HOST, preferred))
-        except OSError:
-            probe.bind((HTTP_HOST, 0))
-        return int(probe.getsockname()[1])
+    """``preferred`` when it is free on :data:`HTTP_HOST`, otherwise the first free one of
+    its fallbacks (:func:`tickwork.http.fallback_ports`: another dev session or a worker may
+    hold it), otherwise any free port."""
+    for port in (preferred, *http.fallback_ports(preferred), 0):
+        with socket.socket() as probe:
+            try:
+                probe.bind((HTTP_HOST, port))
+            except OSError:
+                continue
+            return int(probe.getsockname()[1])
+    raise AssertionError("port 0 is always free")
 
 
 def serve_database(server: EmbeddedPostgres, out: TextIO) -> None:
@@ -121,12 +124,16 @@ def start(server: EmbeddedPostgres, out: TextIO) -> tuple[Worker, LiveView]:
         '\'{"name": "you"}\'\n'
         f"worker {settings.name} serves {', '.join(app.registry.kinds)}; Ctrl-C stops\n"
         f"metrics: http://{settings.http_host}:{settings.http_port}/metrics "
-        "(and /healthz, /readyz)\n"
+        f"(and /healthz, /readyz){_moved(settings.http_port)}\n"
     )
     enqueue_examples(app, out)
     sync_examples(app, out)
     out.flush()
     return Worker(app, settings), view
+
+
+def _moved(port: int) -> str:
+    return f" ({HTTP_PORT} in use)" if port != HTTP_PORT else ""
 
 
 def enqueue_examples(app: App, out: TextIO) -> None:

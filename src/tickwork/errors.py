@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
+
+MIGRATE_HINT = "run `tickwork migrate` first"
+
 
 class TickworkError(Exception):
     """Base class: the command line prints these as one line and exits non-zero."""
@@ -17,6 +22,10 @@ class DatabaseUnavailable(TickworkError):
 
 class MigrationError(TickworkError):
     """A migration cannot be applied (for example its checksum changed after it was applied)."""
+
+
+class SchemaMissing(TickworkError):
+    """The database has no tickwork schema, or an older one than this version needs."""
 
 
 class InvalidInput(TickworkError):
@@ -54,3 +63,9 @@ def summary(error: str | None) -> str:
     """The last non-empty line of an error text (of a traceback: the exception itself)."""
     lines = (error or "").strip().splitlines()
     return lines[-1] if lines else ""
+
+
+def did_you_mean(word: str, known: Iterable[str]) -> str:
+    """`` (did you mean `closest`?)`` when one of ``known`` is close to ``word``, else ``""``."""
+    close = difflib.get_close_matches(word, sorted(known), n=1, cutoff=0.7)
+    return f" (did you mean `{close[0]}`?)" if close else ""

@@ -12,8 +12,9 @@ Answers name no library version (``Server: tickwork``).
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 import prometheus_client
 from aiohttp import web
@@ -27,6 +28,10 @@ log = logging.getLogger(__name__)
 Liveness = Callable[[], str | None]
 Readiness = Callable[[], Awaitable[str | None]]
 
+ROLE_PORTS = frozenset({9090, 9091, 9092, 9093})
+"""The default HTTP port of each role: worker, console, operator, ``tickwork dev``'s worker."""
+FALLBACK_SPAN = 20
+"""How far past its default port a process looks for a free one (:func:`fallback_ports`)."""
 READINESS_TIMEOUT_SECONDS = 5.0
 SERVER = "tickwork"
 """The ``Server`` header of every answer."""
@@ -112,21 +117,68 @@ async def listen(site: web.TCPSite, host: str, port: int, *, flag: str = "--http
         raise ConfigurationError(f"{flag}: cannot listen on {host}:{port}: {reason}") from None
 
 
+def fallback_ports(default: int) -> tuple[int, ...]:
+    """Where a process whose *default* port is in use listens instead, in order: the next
+    :data:`FALLBACK_SPAN` ports but the other roles' defaults (a second worker on one machine
+    moves to 9094, leaving the console its 9091). A port given explicitly never moves."""
+    following = range(default + 1, default + 1 + FALLBACK_SPAN)
+    return tuple(port for port in following if port not in ROLE_PORTS)
+
+
+async def listen_first_free(
+    runner: web.BaseRunner,
+    host: str,
+    port: int,
+    fallbacks: Sequence[int] = (),
+    *,
+    flag: str = "--http-port",
+) -> int:
+    """Serve ``runner`` on ``host:port`` or, while that port is in use, on the first free one
+    of ``fallbacks``; returns the port listened on (for port 0, the one the system chose). A
+    port that cannot be bound is one ConfigurationError naming its ``flag``."""
+    candidates = (port, *fallbacks)
+    for tried, candidate in enumerate(candidates, 1):
+        site = web.TCPSite(runner, host, candidate)
+        try:
+            await site.start()
+        except OSError as exc:
+            await site.stop()
+            if exc.errno == errno.EADDRINUSE and tried < len(candidates):
+                continue
+            reason = exc.strerror or str(exc)
+            others = f" nor on {fallbacks[0]}-{fallbacks[-1]}" if fallbacks else ""
+            raise ConfigurationError(
+                f"{flag}: cannot listen on {host}:{port}{others}: {reason}"
+            ) from None
+        return _bound_port(site)
+    raise AssertionError("unreachable: the last candidate returns or raises")
+
+
+def _bound_port(site: web.TCPSite) -> int:
+    server = site._server
+    assert isinstance(server, asyncio.base_events.Server)
+    return int(server.sockets[0].getsockname()[1])
+
+
 class ProbeServer:
     """Serve ``/metrics``, ``/healthz`` and ``/readyz`` on ``host:port`` (port 0 picks a free
-    one; :attr:`port` tells which after :meth:`start`)."""
+    one; with ``fallbacks``, a port in use moves to the first free one of them; :attr:`port`
+    tells which after :meth:`start`, :attr:`requested` the one asked for)."""
 
     def __init__(
         self,
         port: int,
         *,
         host: str = "0.0.0.0",
+        fallbacks: Sequence[int] = (),
         liveness: Liveness = always_alive,
         readiness: Readiness | None = None,
         registry: prometheus_client.CollectorRegistry = prometheus_client.REGISTRY,
     ) -> None:
         self.host = host
         self.port = port
+        self.requested = port
+        self._fallbacks = tuple(fallbacks)
         self._routes = probe_routes(liveness=liveness, readiness=readiness, registry=registry)
         self._runner: web.AppRunner | None = None
 
@@ -135,12 +187,15 @@ class ProbeServer:
         app.add_routes(self._routes)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port)
-        await listen(site, self.host, self.port)
-        if self.port == 0:
-            server = site._server
-            assert isinstance(server, asyncio.base_events.Server)
-            self.port = server.sockets[0].getsockname()[1]
+        self.port = await listen_first_free(self._runner, self.host, self.port, self._fallbacks)
+
+    @property
+    def moved(self) -> str:
+        """`` (9090 in use)`` when it listens elsewhere than asked (its port was in use), for
+        the start line; else empty."""
+        return (
+            f" ({self.requested} in use)" if self.requested and self.port != self.requested else ""
+        )
 
     async def stop(self) -> None:
         if self._runner is not None:

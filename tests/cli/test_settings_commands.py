@@ -121,7 +121,7 @@ def test_flags_win_over_variables_which_win_over_defaults_for_every_command() ->
 BAD_VALUES = [
     # (argv, env, expected line after "tickwork: error: ") — one per kind of field
     (["worker"], {"TICKWORK_CONCURRENCY": "0"},
-     "--concurrency (TICKWORK_CONCURRENCY): must be ≥ 1, not 0"),
+     "TICKWORK_CONCURRENCY: must be ≥ 1, not 0 (flag --concurrency)"),
     (["worker", "--concurrency", "two"], {},
      "--concurrency: 'two' is not a valid int (variable TICKWORK_CONCURRENCY)"),
     (["worker"], {"TICKWORK_LEASE_SECONDS": "soon"},
@@ -149,10 +149,12 @@ BAD_VALUES = [
      "--webhook-cert-file (TICKWORK_WEBHOOK_CERT_FILE) and --webhook-key-file "
      "(TICKWORK_WEBHOOK_KEY_FILE) go together"),
     (["admin"], {"TICKWORK_ADMIN_PAGE_SIZE": "501"},
-     "--page-size (TICKWORK_ADMIN_PAGE_SIZE): must be between 1 and 500, not 501"),
+     "TICKWORK_ADMIN_PAGE_SIZE: must be between 1 and 500, not 501 (flag --page-size)"),
     (["admin"], {"TICKWORK_ADMIN_SECURE_COOKIES": "sometimes"},
      "TICKWORK_ADMIN_SECURE_COOKIES: 'sometimes' is not true or false (flag --secure-cookies)"),
     (["dev"], {"TICKWORK_DEV_PORT": "-1"},
+     "TICKWORK_DEV_PORT: must be a TCP port (0 to 65535), not -1 (flag --port)"),
+    (["dev", "--port", "-1"], {},
      "--port (TICKWORK_DEV_PORT): must be a TCP port (0 to 65535), not -1"),
     (["sync", "ns", "-f", "x", "--owner", ""], {},
      "--owner (TICKWORK_SYNC_OWNER): must not be empty"),

@@ -599,20 +599,42 @@ def test_schedule_namespace_is_accepted_and_not_part_of_the_definition() -> None
 
 
 @pytest.mark.parametrize(
-    ("spec", "field"),
+    ("spec", "field", "hint"),
     [
-        ({**FULL_SPEC, "schedual": "x"}, "spec.schedual"),
-        ({**FULL_SPEC, "job": {**FULL_SPEC["job"], "attempts": 3}}, "spec.job.attempts"),
+        ({**FULL_SPEC, "schedual": "x"}, "spec.schedual", " (did you mean `schedule`?)"),
+        (
+            {**FULL_SPEC, "concurrencyPolcy": "Forbid"},
+            "spec.concurrencyPolcy",
+            " (did you mean `concurrencyPolicy`?)",
+        ),
+        (
+            {**FULL_SPEC, "job": {**FULL_SPEC["job"], "attempts": 3}},
+            "spec.job.attempts",
+            " (did you mean `maxAttempts`?)",
+        ),
         (
             {**FULL_SPEC, "job": {"kind": "k", "retryPolicy": {"base": 1}}},
             "spec.job.retryPolicy.base",
+            "",  # nothing close enough
         ),
     ],
 )
-def test_unknown_fields_are_rejected_with_their_path(spec: dict[str, Any], field: str) -> None:
+def test_unknown_fields_are_rejected_with_their_path_and_the_closest_known_one(
+    spec: dict[str, Any], field: str, hint: str
+) -> None:
     error = from_spec_error(spec)
     assert error.field == field
-    assert str(error) == f"schedule 'nightly': {field}: unknown field"
+    assert str(error) == f"schedule 'nightly': {field}: unknown field{hint}"
+
+
+@pytest.mark.parametrize(
+    ("schedule", "every"),
+    [("every 30s", "30s"), ("@every 1h", "1h"), ("5 minutes", "5m")],
+)
+def test_an_interval_given_as_the_cron_schedule_points_to_every(schedule: str, every: str) -> None:
+    error = invalid(ScheduleDefinition.from_spec("nightly", {**FULL_SPEC, "schedule": schedule}))
+    assert error.field == "spec.schedule"
+    assert error.reason == f"{schedule!r} is an interval: use `every: {every}` instead"
 
 
 @pytest.mark.parametrize(

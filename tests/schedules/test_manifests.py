@@ -206,12 +206,21 @@ BAD_DOCUMENTS: list[tuple[str, str]] = [
         "s.yaml: document 1: extra: unknown field",
     ),
     (
+        schedule("a").replace("spec:", "spce:"),
+        "s.yaml: document 1: spce: unknown field (did you mean `spec`?)",
+    ),
+    (
+        schedule("a", "schedule: '*/5 * * * *'\nconcurrencyPolcy: Forbid\njob: {kind: k}"),
+        "s.yaml: document 1: Schedule 'a': spec.concurrencyPolcy: unknown field (did you mean "
+        "`concurrencyPolicy`?)",
+    ),
+    (
         "apiVersion: tickwork.io/v1\nkind: Schedule\nmetadata: {name: a}\n",
         "s.yaml: document 1: Schedule 'a': spec: is required",
     ),
     (
         schedule("a", "every: 30s\nsuspended: true\njob: {kind: k}"),
-        "s.yaml: document 1: Schedule 'a': spec.suspended: unknown field",
+        "s.yaml: document 1: Schedule 'a': spec.suspended: unknown field (did you mean `suspend`?)",
     ),
     (
         schedule("a", "every: 30s\njob: {kind: k, retryPolicy: {base: 1}}"),

@@ -32,6 +32,7 @@ from tickwork.schedules.occurrences import (
     CronTimetable,
     FixedRate,
     InvalidExpression,
+    interval_in,
     load_zone,
     occurrences_between,
     parse_duration,
@@ -752,3 +753,24 @@ def test_preview_uses_the_seed_and_validates() -> None:
         preview("* * * * *", time_zone="Mars/Olympus", start=at("2026-01-01T00:00Z"), count=1)
     with pytest.raises(InvalidExpression, match="invalid duration 'soon'"):
         preview("@every soon", start=at("2026-01-01T00:00Z"), count=1)
+
+
+@pytest.mark.parametrize(
+    ("expression", "meant"),
+    [
+        ("every 30s", "30s"),
+        ("@every 1h30m", "1h30m"),
+        ("  EVERY 2 hours ", "2h"),
+        ("90s", "90s"),
+        ("every 1.5 min", "1.5m"),
+        ("*/5 * * * *", None),
+        ("@hourly", None),
+        ("5", None),
+        ("every", None),
+        ("every 30 parsecs", None),
+    ],
+)
+def test_an_interval_written_for_a_cron_expression_is_recognised(
+    expression: str, meant: str | None
+) -> None:
+    assert interval_in(expression) == meant

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from importlib import resources
 
 from aiohttp import web
@@ -26,6 +27,7 @@ from tickwork.errors import (
     InvalidTransition,
     JobNotFound,
     ScheduleNotFound,
+    SchemaMissing,
 )
 from tickwork.logs import fields
 
@@ -75,7 +77,7 @@ async def errors(request: web.Request, handler: security.Handler) -> web.StreamR
             extra=fields(action="admin_out_of_scope"),
         )
         return problem(request, 403, str(exc))
-    except connections.DatabaseError:
+    except (connections.DatabaseError, SchemaMissing):
         log.exception("admin: database error", extra=fields(action="admin_database_error"))
         return problem(request, 503, "database error (details are in the server's log)")
     except Exception:
@@ -172,17 +174,19 @@ def runner(console: Console) -> web.AppRunner:
     )
 
 
-async def serve(console: Console, stop: asyncio.Event) -> None:
-    """Serve on the configured host and port until ``stop`` is set."""
+async def serve(console: Console, stop: asyncio.Event, fallbacks: Sequence[int] = ()) -> None:
+    """Serve on the configured host and port (when it is in use, on the first free one of
+    ``fallbacks``) until ``stop`` is set."""
     runner_ = runner(console)
     await runner_.setup()
     try:
-        site = web.TCPSite(runner_, console.settings.host, console.settings.port)
-        await http.listen(site, console.settings.host, console.settings.port)
+        host, requested = console.settings.host, console.settings.port
+        port = await http.listen_first_free(runner_, host, requested, fallbacks)
         log.info(
-            "admin console listening on http://%s:%d/",
-            console.settings.host,
-            console.settings.port,
+            "admin console listening on http://%s:%d/%s",
+            host,
+            port,
+            f" ({requested} in use)" if requested and port != requested else "",
             extra=fields(action="admin_started"),
         )
         await stop.wait()

@@ -27,14 +27,15 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     try:
         args = build_parser().parse_args(args_given)
         return int(args.handler(args, environment))
+    except common.UsageError as exc:
+        return _fail(str(exc), 2, exc.usage)
     except (ConfigurationError, InvalidInput) as exc:
         return _fail(str(exc), 2)
     except TickworkError as exc:
         return _fail(str(exc), 1)
-    except connections.MISSING_SCHEMA as exc:
-        return _fail(f"{_first_line(exc)}: run `tickwork migrate` first", 1)
     except connections.DatabaseError as exc:
-        return _fail(f"database error: {_first_line(exc)}", 1)
+        missing = connections.schema_missing(exc)
+        return _fail(str(missing) if missing else f"database error: {_first_line(exc)}", 1)
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
@@ -70,6 +71,8 @@ def _first_line(exc: BaseException) -> str:
     return lines[0] if lines else type(exc).__name__
 
 
-def _fail(message: str, status: int) -> int:
+def _fail(message: str, status: int, usage: str | None = None) -> int:
     print(f"tickwork: error: {' '.join(message.split())}", file=sys.stderr)
+    if usage:
+        print(usage, file=sys.stderr)
     return status

@@ -82,16 +82,17 @@ def run(args: argparse.Namespace, env: common.Env) -> int:
     accepted = credentials(common.load(CredentialSources, args, env))
     common.configure_logging(args, env)
     app = App(common.database_url(args, env), check_connections=True)
+    fallbacks = common.port_fallbacks(AdminSettings, "port", args, env)
     try:
-        asyncio.run(_serve(Console(app, admin_settings, accepted)))
+        asyncio.run(_serve(Console(app, admin_settings, accepted), fallbacks))
     finally:
         app.close()
     return 0
 
 
-async def _serve(console: Console) -> None:
+async def _serve(console: Console, fallbacks: tuple[int, ...]) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    await server.serve(console, stop)
+    await server.serve(console, stop, fallbacks)

@@ -13,15 +13,15 @@ import os
 import pwd
 import socket
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import NoReturn, TypeAlias, TypeVar
 
-from tickwork import logs, settings
+from tickwork import http, logs, settings
 from tickwork.app import App
 from tickwork.db import connections
-from tickwork.errors import ConfigurationError
+from tickwork.errors import ConfigurationError, did_you_mean
 
 Env = Mapping[str, str]
 Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
@@ -29,16 +29,72 @@ T = TypeVar("T")
 
 
 class UsageError(ConfigurationError):
-    """The command line itself is wrong (exit status 2)."""
+    """The command line itself is wrong (exit status 2); ``usage``, when given, is printed on
+    a line of its own after the error."""
+
+    def __init__(self, message: str, usage: str | None = None) -> None:
+        super().__init__(message)
+        self.usage = usage
+
+
+_UNRECOGNIZED_BY = "_unrecognized_by"
 
 
 class Parser(argparse.ArgumentParser):
     """An argument parser that raises instead of printing usage and exiting, so that every
-    mistake ends as one line on stderr."""
+    mistake ends as one line on stderr (an unknown option: with the closest known one and
+    the subcommand's usage)."""
 
     def error(self, message: str) -> NoReturn:
         subcommand = self.prog.partition(" ")[2]
         raise UsageError(f"{subcommand}: {message}" if subcommand else message)
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extras = super().parse_known_args(args, namespace)
+        if extras and not hasattr(parsed, _UNRECOGNIZED_BY):
+            setattr(parsed, _UNRECOGNIZED_BY, self)  # the innermost: the subcommand's parser
+        return parsed, extras
+
+    def parse_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> argparse.Namespace:
+        parsed, extras = self.parse_known_args(args, namespace)
+        parser = vars(parsed).pop(_UNRECOGNIZED_BY, self)
+        if extras:
+            parser.unrecognized(extras)
+        return parsed
+
+    def unrecognized(self, extras: list[str]) -> NoReturn:
+        """``worker: unrecognized argument --concurency (did you mean `--concurrency`?)``,
+        with this parser's usage."""
+        options = [extra.partition("=")[0] for extra in extras if extra.startswith("-")]
+        known = [
+            flag
+            for action in self._actions
+            if action.help != argparse.SUPPRESS
+            for flag in action.option_strings
+        ]
+        if options:
+            noun = "argument" if len(options) == 1 else "arguments"
+            listed = ", ".join(option + did_you_mean(option, known) for option in options)
+            problem = f"unrecognized {noun} {listed}"
+        else:
+            problem = f"unexpected argument {' '.join(extras)}"
+        subcommand = self.prog.partition(" ")[2]
+        prefix = f"{subcommand}: " if subcommand else ""
+        raise UsageError(prefix + problem, usage=self.short_usage())
+
+    def short_usage(self) -> str:
+        """``usage: tickwork enqueue [OPTIONS] KIND (tickwork enqueue --help lists them)``"""
+        positionals = [
+            action.metavar if isinstance(action.metavar, str) else action.dest.upper()
+            for action in self._actions
+            if not action.option_strings and action.help != argparse.SUPPRESS
+        ]
+        words = " ".join([self.prog, "[OPTIONS]", *positionals])
+        return f"usage: {words} ({self.prog} --help lists them)"
 
 
 def add_database_url(parser: argparse.ArgumentParser) -> None:
@@ -104,11 +160,27 @@ def _os_user() -> str:
         return f"uid-{os.getuid()}"
 
 
+def source(cls: type, name: str, args: argparse.Namespace, env: Env) -> str | None:
+    """Where this command line or environment gives setting ``name`` of ``cls``: its flag or
+    its variable; None when it keeps its default."""
+    return settings.origin(cls, name, settings.flag_values(args, cls), env)
+
+
+def port_fallbacks(cls: type, name: str, args: argparse.Namespace, env: Env) -> tuple[int, ...]:
+    """Where HTTP port setting ``name`` may move while it is in use: only a default port
+    moves (a second worker on a laptop, :func:`tickwork.http.fallback_ports`); a port given
+    by flag or variable fails instead, for Kubernetes probes rely on it."""
+    if source(cls, name, args, env) is not None:
+        return ()
+    default: int = getattr(cls, name)  # a dataclass field's default
+    return http.fallback_ports(default)
+
+
 def database_url(args: argparse.Namespace, env: Env) -> str:
     """The database URL from ``--database-url`` or the environment, checked by connecting once
     so that an unreachable database is reported at once and with its reason."""
     url = load(settings.DatabaseSettings, args, env).database_url
-    check_connection(url)
+    check_connection(url, source(settings.DatabaseSettings, "database_url", args, env))
     return url
 
 
@@ -122,12 +194,13 @@ def app(args: argparse.Namespace, env: Env) -> Iterator[App]:
         opened.close()
 
 
-def check_connection(url: str) -> None:
-    """Connect and disconnect first, so an unreachable database is one clear line."""
+def check_connection(url: str, given_by: str | None = None) -> None:
+    """Connect and disconnect first, so an unreachable database is one clear line; a
+    malformed URL is named by where it was ``given_by`` (``TICKWORK_DATABASE_URL``)."""
     try:
         connections.check(url)
     except ConfigurationError as exc:
-        raise UsageError(f"--database-url: {exc}") from None
+        raise UsageError(f"{given_by or '--database-url'}: {exc}") from None
 
 
 def instant(flag: str, text: str) -> datetime:

@@ -18,7 +18,7 @@ import logging
 
 from tickwork.cli import common
 from tickwork.errors import DatabaseUnavailable
-from tickwork.operator import runner
+from tickwork.operator import kube, runner
 from tickwork.operator.config import OperatorConfig
 from tickwork.settings import add_arguments
 
@@ -48,8 +48,12 @@ def run(args: argparse.Namespace, env: common.Env) -> int:
     if common.configure_logging(args, env).log_level != "debug":
         logging.getLogger("kopf").setLevel(logging.WARNING)
     try:
-        common.check_connection(config.database_url)
+        common.check_connection(
+            config.database_url, common.source(OperatorConfig, "database_url", args, env)
+        )
     except DatabaseUnavailable as error:
         log.warning("%s; starting anyway, syncs wait for the database", error)
-    asyncio.run(runner.run(config))
+    kube.check_login()
+    fallbacks = common.port_fallbacks(OperatorConfig, "http_port", args, env)
+    asyncio.run(runner.run(config, http_fallbacks=fallbacks))
     return 0

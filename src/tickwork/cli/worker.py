@@ -24,7 +24,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 from tickwork import containers
@@ -66,12 +66,16 @@ def run(args: argparse.Namespace, env: common.Env) -> int:
     if not app.registry.kinds:
         log.warning("the app registers no tasks: this worker runs no jobs")
     app.configure(settings.database_url)
-    common.check_connection(settings.database_url)
+    common.check_connection(
+        settings.database_url, common.source(WorkerSettings, "database_url", args, env)
+    )
     worker = Worker(app, settings)
     if client is not None:  # deletes the Jobs that outlived their job (docs/containers.md)
         worker.services.append(containers.reconciler(client, settings))
     freeze_startup_objects()
-    asyncio.run(serve(worker))
+    asyncio.run(
+        serve(worker, http_fallbacks=common.port_fallbacks(WorkerSettings, "http_port", args, env))
+    )
     return exit_abandoning_threads(1 if worker.failed else 0)
 
 
@@ -123,16 +127,18 @@ async def serve(
     worker: Worker,
     *companions: Coroutine[Any, Any, None],
     before_forced_exit: Callable[[], None] | None = None,
+    http_fallbacks: Sequence[int] = (),
 ) -> None:
     """Run ``worker`` (and ``companions``, cancelled when it stops) until a signal; then
     close the App's connection pools. The worker's HTTP port is served meanwhile (unless its
-    ``http_port`` is 0); a port that cannot be bound fails before the worker starts.
+    ``http_port`` is 0; when it is in use, on the first free one of ``http_fallbacks``); a
+    port that cannot be bound fails before the worker starts.
 
     The first SIGTERM/SIGINT stops the worker gracefully; a second one calls
     ``before_forced_exit`` and exits at once. A companion that fails stops the worker, and
     its error is raised once the worker has stopped.
     """
-    probes = await start_probes(worker)
+    probes = await start_probes(worker, http_fallbacks)
     loop = asyncio.get_running_loop()
     received: list[int] = []
 
@@ -185,22 +191,25 @@ async def serve(
             raise result
 
 
-async def start_probes(worker: Worker) -> ProbeServer | None:
-    """The worker's ``/metrics``, ``/healthz`` and ``/readyz``, listening; None when off."""
+async def start_probes(worker: Worker, fallbacks: Sequence[int] = ()) -> ProbeServer | None:
+    """The worker's ``/metrics``, ``/healthz`` and ``/readyz``, listening (on the first free
+    one of ``fallbacks`` when its port is in use); None when off."""
     settings = worker.settings
     if not settings.http_port:
         return None
     server = ProbeServer(
         settings.http_port,
         host=settings.http_host,
+        fallbacks=fallbacks,
         liveness=worker.liveness,
         readiness=database_readiness(settings.database_url),
     )
     await server.start()  # a port that cannot be bound: one ConfigurationError
     log.info(
-        "serving /metrics /healthz /readyz on %s:%d",
+        "metrics on http://%s:%d/metrics, with /healthz and /readyz%s",
         settings.http_host,
         server.port,
+        server.moved,
         extra=fields(action="http_started", worker=worker.name),
     )
     return server

@@ -14,7 +14,8 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, TypeAlias
 
 import psycopg
@@ -23,7 +24,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-from tickwork.errors import ConfigurationError, DatabaseUnavailable
+from tickwork.errors import MIGRATE_HINT, ConfigurationError, DatabaseUnavailable, SchemaMissing
 from tickwork.logs import fields
 
 Connection: TypeAlias = psycopg.Connection[Any]
@@ -36,8 +37,12 @@ DatabaseError = psycopg.Error
 ConnectionLost = psycopg.OperationalError
 """The database could not be reached, or the connection broke."""
 UniqueViolation = psycopg.errors.UniqueViolation
-MISSING_SCHEMA = (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName)
-"""Errors meaning the tickwork schema is not there (run the migrations)."""
+MISSING_SCHEMA = (
+    psycopg.errors.UndefinedTable,
+    psycopg.errors.UndefinedFunction,
+    psycopg.errors.InvalidSchemaName,
+)
+"""Errors meaning the tickwork schema is not there, or not all of it (run the migrations)."""
 
 CONNECT_TIMEOUT_SECONDS = 10
 POOLED: dict[str, Any] = {"prepare_threshold": None}
@@ -89,6 +94,32 @@ async def notifications(url: str, channels: Sequence[str]) -> AsyncIterator[tupl
         yield "", ""
         async for notice in conn.notifies():
             yield notice.channel, notice.payload
+
+
+def schema_missing(exc: psycopg.Error) -> SchemaMissing | None:
+    """The error a user sees for ``exc`` when it means tickwork's schema is missing (a table,
+    a function or the schema ``tickwork`` itself), else None: the one mapping of these errors,
+    for the App and the command line alike."""
+    if not isinstance(exc, MISSING_SCHEMA):
+        return None
+    lines = str(exc).strip().splitlines()
+    detail = lines[0] if lines else type(exc).__name__
+    if "tickwork" not in detail:  # the caller's own SQL on an App connection
+        return None
+    return SchemaMissing(f"the database is not migrated ({detail}): {MIGRATE_HINT}")
+
+
+@contextmanager
+def schema_required() -> Iterator[None]:
+    """Raise :class:`SchemaMissing` instead of the driver's error when tickwork's schema is
+    missing (a sync ``with`` serves async code too)."""
+    try:
+        yield
+    except MISSING_SCHEMA as exc:
+        mapped = schema_missing(exc)
+        if mapped is None:
+            raise
+        raise mapped from None  # its message carries the driver's
 
 
 def check(url: str) -> None:

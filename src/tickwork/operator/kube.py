@@ -18,6 +18,7 @@ from typing import Any
 import aiohttp
 import kubernetes
 
+from tickwork.errors import ConfigurationError
 from tickwork.operator.config import GROUP, PLURAL, VERSION
 
 REQUEST_SECONDS = 30.0
@@ -38,6 +39,19 @@ def configuration() -> kubernetes.client.Configuration:
             config_file=os.environ.get("KUBECONFIG"), client_configuration=config
         )
     return config
+
+
+def check_login() -> None:
+    """Raise one ConfigurationError when there is no Kubernetes API to log in to (neither a
+    service account nor a usable kubeconfig): checked before kopf starts, whose own failure
+    is a hundred lines of tracebacks."""
+    try:
+        configuration()
+    except Exception as exc:
+        raise ConfigurationError(
+            "no Kubernetes API to talk to: not in a cluster (no service account) and no usable "
+            f"kubeconfig ({exc}); set KUBECONFIG, or run in a pod"
+        ) from None
 
 
 def api_client() -> kubernetes.client.ApiClient:

@@ -9,15 +9,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 import kopf
 
 from tickwork.clock import Clock
 from tickwork.http import ProbeServer, database_readiness
+from tickwork.logs import fields
 from tickwork.operator import handlers, registry, tenants, webhook
 from tickwork.operator.config import ANNOTATIONS_PREFIX, FINALIZER, OperatorConfig
 from tickwork.operator.database import Database
+
+log = logging.getLogger(__name__)
 
 WATCH_SERVER_TIMEOUT_SECONDS = 300
 """The API server ends each watch request after this long; kopf reconnects at once."""
@@ -42,10 +46,16 @@ def operator_settings(config: OperatorConfig) -> kopf.OperatorSettings:
     return settings
 
 
-async def run(config: OperatorConfig, clock: Clock | None = None, **kopf_options: Any) -> None:
+async def run(
+    config: OperatorConfig,
+    clock: Clock | None = None,
+    http_fallbacks: Sequence[int] = (),
+    **kopf_options: Any,
+) -> None:
     """Serve until kopf stops (a signal in the main thread, or ``stop_flag`` among
     ``kopf_options``, which go to :func:`kopf.operator` as they are: ``ready_flag`` too).
-    ``clock`` dates the status it writes (default: the database clock's wall time). Raises
+    ``clock`` dates the status it writes (default: the database clock's wall time); the
+    probes move to the first free one of ``http_fallbacks`` when their port is in use. Raises
     OperatorConflict when it may not start, or may not go on."""
     database = Database(
         config.database_url, timeout=config.database_timeout, scope=config.namespaces
@@ -66,13 +76,24 @@ async def run(config: OperatorConfig, clock: Clock | None = None, **kopf_options
         return await database_ready() or await runtime.readiness()
 
     probes = ProbeServer(
-        config.http_port, host=config.http_host, liveness=runtime.alive, readiness=readiness
+        config.http_port,
+        host=config.http_host,
+        fallbacks=http_fallbacks,
+        liveness=runtime.alive,
+        readiness=readiness,
     )
     await probes.start()
     try:
         if admission is not None:  # before joining: it needs no database
             await admission.start()
         await membership.join()
+        log.info(
+            "metrics on http://%s:%d/metrics, with /healthz and /readyz%s",
+            config.http_host,
+            probes.port,
+            probes.moved,
+            extra=fields(action="http_started"),
+        )
         operator = asyncio.create_task(
             kopf.operator(
                 registry=kopf_registry,

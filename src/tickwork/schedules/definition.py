@@ -24,7 +24,7 @@ from datetime import timedelta
 from decimal import Decimal
 from typing import Any, NoReturn, TypeVar
 
-from tickwork.errors import InvalidInput
+from tickwork.errors import InvalidInput, did_you_mean
 from tickwork.model import DEFAULT_QUEUE, Backoff
 from tickwork.schedules import container_jobs, job_templates, limits, occurrences
 from tickwork.schedules.limits import MAX_CATCH_UP as MAX_CATCH_UP
@@ -194,6 +194,8 @@ class ScheduleDefinition:
             self._check("spec.schedule", self.schedule)
         if self.every is not None and self.every > limits.MAX_EVERY:
             fail("spec.every", f"must be at most {format_duration(limits.MAX_EVERY)}")
+        if self.schedule is not None and (meant := occurrences.interval_in(self.schedule)):
+            fail("spec.schedule", f"{self.schedule!r} is an interval: use `every: {meant}` instead")
         try:
             self.timetable(namespace)
         except occurrences.InvalidExpression as error:
@@ -723,7 +725,8 @@ class _Fields:
         self.values: Mapping[str, Any] = value
         for key in value:
             if key not in known:
-                raise self.error(key_name(key), "unknown field")
+                hint = did_you_mean(key, known) if isinstance(key, str) else ""
+                raise self.error(key_name(key), "unknown field" + hint)
 
     def error(self, key: str, reason: str) -> DefinitionError:
         return DefinitionError(self.name, f"{self.path}.{key}", reason)

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from tickwork.errors import TickworkError
+from tickwork.errors import TickworkError, did_you_mean
 from tickwork.schedules.definition import (
     DefinitionError,
     ScheduleDefinition,
@@ -186,7 +186,8 @@ def _check_type(where: str, document: Mapping[str, Any]) -> None:
         )
     for key in document:
         if key not in _DOCUMENT_FIELDS:
-            raise ManifestError(where, f"{key_name(key)}: unknown field")
+            hint = did_you_mean(key, _DOCUMENT_FIELDS) if isinstance(key, str) else ""
+            raise ManifestError(where, f"{key_name(key)}: unknown field{hint}")
 
 
 def _name(where: str, document: Mapping[str, Any]) -> str:

@@ -81,6 +81,28 @@ _DURATION = re.compile(r"(?:[0-9]+(?:\.[0-9]+)?[dhms])+")
 _DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)([dhms])")
 
 
+_SPOKEN_DURATION = re.compile(r"([0-9]+(?:\.[0-9]+)?)\s*([a-z]+)")
+_UNIT_WORDS = {
+    **dict.fromkeys(("s", "sec", "secs", "second", "seconds"), "s"),
+    **dict.fromkeys(("m", "min", "mins", "minute", "minutes"), "m"),
+    **dict.fromkeys(("h", "hr", "hrs", "hour", "hours"), "h"),
+    **dict.fromkeys(("d", "day", "days"), "d"),
+}
+
+
+def interval_in(expression: str) -> str | None:
+    """The duration of an expression written as an interval rather than a cron expression
+    (``every 30s``, ``30s``, ``every 5 minutes`` give ``30s``, ``30s``, ``5m``), else None:
+    for the error that points to ``@every`` (or ``spec.every``)."""
+    text = re.sub(r"^@?every\s*", "", expression.strip().lower())
+    if _DURATION.fullmatch(text):
+        return text
+    spoken = _SPOKEN_DURATION.fullmatch(text)
+    if spoken and spoken[2] in _UNIT_WORDS:
+        return spoken[1] + _UNIT_WORDS[spoken[2]]
+    return None
+
+
 def parse_duration(text: str) -> timedelta:
     """Read ``30s``, ``5m``, ``1h30m``, ``1.5h`` or ``2d``: numbers with units ``d h m s``.
 
@@ -615,6 +637,10 @@ def preview(
     timetable: Timetable
     if keyword == "@every":
         timetable = FixedRate(parse_duration(rest.strip()))
+    elif (meant := interval_in(expression)) is not None:
+        raise InvalidExpression(
+            f"{expression!r} is not a cron expression; did you mean `@every {meant}`?"
+        )
     else:
         timetable = CronTimetable.parse(expression, seed=seed)
     found: list[datetime] = []

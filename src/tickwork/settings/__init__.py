@@ -11,7 +11,7 @@ their flags, and docs/settings.md tabulates them all.
 from tickwork.settings import table
 from tickwork.settings.arguments import add_arguments, default_text, flag_values
 from tickwork.settings.fields import env_name, flag_name, label, setting
-from tickwork.settings.loader import load
+from tickwork.settings.loader import load, origin
 from tickwork.settings.shared import DatabaseSettings, LogSettings, QuietLogSettings
 from tickwork.settings.worker import POOLERS, WorkerSettings, default_worker_name
 
@@ -29,6 +29,7 @@ __all__ = [
     "flag_values",
     "label",
     "load",
+    "origin",
     "setting",
     "table",
 ]

@@ -121,6 +121,16 @@ def show(value: Any) -> str:
     return str(value)
 
 
+class InvalidSetting(ConfigurationError):
+    """A setting's value fails its choices or checks; the message names the setting by its
+    flag and variable (:func:`tickwork.settings.load` names where the value came from)."""
+
+    def __init__(self, cls: type, name: str, problem: str) -> None:
+        super().__init__(f"{label(cls, name)}: {problem}")
+        self.name = name
+        self.problem = problem
+
+
 def validate(settings: Any) -> None:
     """Every field's choices and checks; the first problem is raised naming flag and variable.
     Called by the settings classes' ``__post_init__``."""
@@ -136,7 +146,7 @@ def validate(settings: Any) -> None:
         for check in spec.checks:
             problem = problem or check(value)
         if problem:
-            raise ConfigurationError(f"{label(cls, f.name)}: {problem}")
+            raise InvalidSetting(cls, f.name, problem)
 
 
 def at_least(minimum: float) -> Check:
