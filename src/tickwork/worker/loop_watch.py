@@ -6,11 +6,12 @@ A callback still waiting after :func:`threshold` means the loop is blocked now â
 ``async def`` task that does not await (CPU-bound code, a sync call such as ``time.sleep`` or
 a blocking client). While it is, one WARNING (``action=loop_blocked``) names what blocks it:
 the job whose slot the loop is stepping (id, kind, attempt), or else the asyncio task, and
-the line of code the loop's thread is on; once the loop runs again, one INFO line
+the innermost lines of code the loop's thread is on; once the loop runs again, one INFO line
 (``action=loop_unblocked``) says for how long. The leases are safe meanwhile (the heartbeat
 has a thread of its own), but nothing else happens on the loop: no claims, outcomes,
 cancellations or schedule firing, and no ``/healthz`` answer (the probe fails after its
-timeout). ``asyncio.current_task(loop)`` tells, from any thread, which task a loop steps.
+timeout). ``asyncio.current_task(loop)`` tells, from any thread, which task a loop steps;
+``sys._current_frames()`` where the loop's thread is.
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ import logging
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from tickwork import metrics
@@ -34,6 +37,8 @@ PROBE_SECONDS = 0.5
 """How often the loop is probed."""
 MIN_STALL_SECONDS = 1.0
 """The shortest stall reported (see :func:`threshold`)."""
+STACK_FRAMES = 3
+"""How many of the loop thread's innermost frames a stall's warning shows."""
 
 JobOf = Callable[[asyncio.Task[Any]], Job | None]
 """The job a task (a slot) is running now, if any; called from the watch's thread."""
@@ -94,18 +99,20 @@ class LoopWatch:
             self._loop.call_soon_threadsafe(probe)
         except RuntimeError:  # the loop is closed
             return None
-        if not ran.wait(self.stall_seconds):
+        blocked = not ran.wait(self.stall_seconds)
+        if blocked:
             self._report_blocked()
             while not ran.wait(self.every):
                 if self._stopped.is_set():
                     return None
-            log.info(
-                "event loop free again after %.1fs",
-                ran_at[0] - posted,
-                extra=fields(action="loop_unblocked", worker=self._worker),
-            )
         lag = ran_at[0] - posted
         metrics.LOOP_LAG.observe(lag)
+        if blocked:
+            log.info(
+                "event loop free again after %.1fs",
+                lag,
+                extra=fields(action="loop_unblocked", worker=self._worker),
+            )
         return lag
 
     def _run(self) -> None:
@@ -113,14 +120,19 @@ class LoopWatch:
             if self.probe_once() is None:
                 return
 
+    def _where(self) -> str:
+        """The innermost frames of the loop's thread, innermost first."""
+        frame = sys._current_frames().get(self._loop_thread)
+        if frame is None:
+            return "?"
+        stack = reversed(traceback.extract_stack(frame, limit=STACK_FRAMES))
+        return " < ".join(f"{Path(at.filename).name}:{at.lineno} ({at.name})" for at in stack)
+
     def _report_blocked(self) -> None:
         assert self._loop is not None
         task = asyncio.current_task(self._loop)
         job = self._job_of(task) if task is not None else None
-        frame = sys._current_frames().get(self._loop_thread)
-        where = "?"
-        if frame is not None:
-            where = f"{frame.f_code.co_filename}:{frame.f_lineno} ({frame.f_code.co_name})"
+        where = self._where()
         if job is not None:
             culprit = f"job {job.id} (kind {job.kind}, attempt {job.attempt})"
             extra = fields(
