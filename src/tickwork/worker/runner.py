@@ -581,10 +581,11 @@ class Worker:
 
     def _found(self, beat: Beat) -> None:
         """A heartbeat's findings, on the loop: drop the jobs that are no longer ours, stop
-        the ones asked to stop. A record dropped or replaced meanwhile is left alone."""
+        the ones asked to stop. A record dropped or replaced meanwhile is left alone, and so is
+        a job whose task has returned: its outcome's write is fenced by version."""
         for held in beat.held:
-            if self._held.get(held.job.id) is not held:
-                continue  # finished meanwhile
+            if held.finished or self._held.get(held.job.id) is not held:
+                continue
             if held.job.id not in beat.kept:
                 self._lose(held)
             elif beat.kept[held.job.id] and not held.cancelling:
