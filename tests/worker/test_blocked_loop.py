@@ -21,7 +21,15 @@ import pytest
 import tickwork
 from tests.db.fault_app import BLOCK
 from tests.db.fault_helpers import Fleet, runs_by_process
-from tests.support.helpers import at, running, settings, wait_status, wait_until_sync
+from tests.support.helpers import (
+    at,
+    claim,
+    running,
+    scalar,
+    settings,
+    wait_status,
+    wait_until_sync,
+)
 from tickwork.clock import SettableClock
 from tickwork.model import Job, JobId, JobStatus
 from tickwork.worker import heartbeat, loop_watch
@@ -193,3 +201,29 @@ async def test_a_heartbeat_whose_connection_broke_reconnects_on_the_next(
         assert beats.run_once().kept == {}
     finally:
         beats.stop()
+
+
+async def test_stopping_a_heartbeat_stuck_behind_a_lock_cancels_its_statement(
+    app: tickwork.App, database_url: str, conn: psycopg.Connection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(heartbeat, "STOP_SECONDS", 0.2)
+    await app.enqueue_async("t.held", {})
+    held = HeldJobs(asyncio.Event())
+    for job in claim(conn, kinds=["t.held"]):
+        held.hold(job)
+    config = heartbeat.HeartbeatConfig(database_url, "w-hb", lease_seconds=30, interval=10)
+    beats = heartbeat.Heartbeat(
+        config, clock=SettableClock(at(0)), held=held, liveness=Liveness(), found=lambda beat: None
+    )
+    waiting = (
+        "SELECT count(*) FROM pg_stat_activity"
+        " WHERE wait_event_type = 'Lock' AND datname = current_database()"
+    )
+    with psycopg.connect(database_url) as locker:
+        locker.execute("SELECT * FROM tickwork.jobs FOR UPDATE")  # held until the block ends
+        beats.start()
+        beats.wake()
+        wait_until_sync(lambda: scalar(conn, waiting) == 1, what="the heartbeat to wait")
+        await asyncio.to_thread(beats.stop)
+        assert scalar(conn, waiting) == 0, "its statement was cancelled"
+        assert not [t for t in threading.enumerate() if t.name == "tickwork-heartbeat-w-hb"]

@@ -29,6 +29,7 @@ from tickwork.clock import Clock
 from tickwork.db import connections, store
 from tickwork.db import jobs as jobs_db
 from tickwork.db import workers as workers_db
+from tickwork.logs import fields
 from tickwork.model import JobId
 from tickwork.worker.held import Held, HeldJobs
 from tickwork.worker.liveness import Liveness
@@ -37,6 +38,9 @@ log = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT_SECONDS = 10
 """How long the heartbeat waits for a new connection (unless the URL sets ``connect_timeout``)."""
+STOP_SECONDS = 5.0
+"""How long :meth:`Heartbeat.stop` waits for the heartbeat under way before it cancels its
+statement (one blocked by a lock), and then again before it leaves the thread behind."""
 
 
 @dataclass(frozen=True)
@@ -124,9 +128,18 @@ class Heartbeat:
         """Stop the thread (after its current heartbeat) and close the connection."""
         self._stopped.set()
         self._wake.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.join(STOP_SECONDS)
+            if thread.is_alive():  # a statement stuck behind a lock, or the network
+                self._cancel()
+                thread.join(STOP_SECONDS)
+            if thread.is_alive():  # a daemon thread: it does not keep the process alive
+                log.warning(
+                    "the heartbeat did not stop; leaving its thread behind",
+                    extra=fields(action="heartbeat_abandoned"),
+                )
+                return
         with self._lock:
             self._disconnect()
 
@@ -151,6 +164,15 @@ class Heartbeat:
                 loop.call_soon_threadsafe(self._found, beat)
             except RuntimeError:  # the loop is closed: the worker is gone
                 return
+
+    def _cancel(self) -> None:
+        conn = self._conn
+        if conn is None:
+            return
+        try:
+            conn.cancel_safe(timeout=STOP_SECONDS)
+        except Exception as exc:  # the server is gone too: the thread ends with the connection
+            log.debug("cancelling the heartbeat's statement failed: %s", exc)
 
     def _connect(self) -> connections.Connection:
         self._conn = connections.connect(
