@@ -156,6 +156,8 @@ class Heartbeat:
             try:
                 beat = self.run_once()
             except Exception as exc:
+                if self._stopped.is_set():
+                    return  # cancelled by stop(): a failure of no interest
                 delay = min(outage.failed(exc), interval)
                 continue
             outage.recovered()
