@@ -129,6 +129,13 @@ VERSION_MISMATCHES = Counter(
     ["operation"],
 )
 
+LOOP_LAG = Histogram(
+    "tickwork_worker_loop_lag_seconds",
+    "How late the worker's event loop ran a callback handed to it (probed twice a second "
+    "from a thread): long ones are async tasks blocking the loop.",
+    buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
+)
+
 
 class _Count(Protocol):
     def inc(self, amount: float = 1) -> None: ...

@@ -4,19 +4,23 @@ bench/faults.py serve (``--app fault_app:app``).
 Every run of a task body appends ``<job id> <attempt>`` to ``$FAULT_DIR/runs-<pid>`` when
 the body has finished (one file per process), so a test can count how often each job ran and
 in which process. ``f.work`` takes ``$FAULT_WORK_SECONDS`` (default 0.2) so that connection
-cuts land while jobs run; ``f.tick`` is the kind of the every-second schedules.
+cuts land while jobs run; ``f.tick`` is the kind of the every-second schedules. ``f.block``
+blocks the worker's event loop (a sync sleep in an async task) for ``payload["seconds"]``,
+and is recorded as it starts, so that a second start shows even if it never finishes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import time
 from pathlib import Path
 
 import tickwork
 
 WORK = "f.work"
 TICK = "f.tick"
+BLOCK = "f.block"
 
 app = tickwork.App()
 _runs = Path(os.environ.get("FAULT_DIR", ".")) / f"runs-{os.getpid()}"
@@ -37,3 +41,9 @@ async def work(job: tickwork.Job) -> None:
 @app.task(TICK)
 async def tick(job: tickwork.Job) -> None:
     _ran(job)
+
+
+@app.task(BLOCK, max_attempts=3)
+async def block(job: tickwork.Job) -> None:
+    _ran(job)
+    time.sleep(float(job.payload["seconds"]))  # what an async task must not do

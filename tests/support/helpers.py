@@ -215,6 +215,7 @@ async def opened(worker: Worker) -> AsyncIterator[Worker]:
         worker._pool = None
         await pool.close()
         worker._threads.shutdown(wait=False, cancel_futures=True)
+        await asyncio.to_thread(worker._heartbeat.stop)  # closes its connection
 
 
 @asynccontextmanager

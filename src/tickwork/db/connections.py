@@ -21,7 +21,7 @@ from typing import Any, TypeAlias
 import psycopg
 import psycopg.errors
 from psycopg import sql
-from psycopg.conninfo import conninfo_to_dict
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from tickwork.errors import MIGRATE_HINT, ConfigurationError, DatabaseUnavailable, SchemaMissing
@@ -53,8 +53,11 @@ _LIBPQ_PREFIX = re.compile(
 )
 
 
-def connect(url: str, *, autocommit: bool = False) -> Connection:
-    """One connection of its own (the caller closes it)."""
+def connect(url: str, *, autocommit: bool = False, timeout: int | None = None) -> Connection:
+    """One connection of its own (the caller closes it). With ``timeout``, connecting gives up
+    after that many seconds, unless ``url`` sets its own ``connect_timeout``."""
+    if timeout is not None and "connect_timeout" not in conninfo_to_dict(url):
+        url = make_conninfo(url, connect_timeout=timeout)
     return psycopg.connect(url, autocommit=autocommit, **POOLED)
 
 

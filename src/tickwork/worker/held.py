@@ -2,11 +2,15 @@
 record per job (:class:`Held`) in one dict (:class:`HeldJobs`), dropped in one place
 (:meth:`HeldJobs.forget`). A job whose task has returned (:meth:`HeldJobs.finish`) or that is
 dropped tells the claimer there is room again: a success waiting for its batched write takes
-no room, so the next claim overlaps that write."""
+no room, so the next claim overlaps that write.
+
+The records are changed on the event loop only; the heartbeat and the stall watch read them
+from threads of their own, through :meth:`HeldJobs.snapshot`."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -35,9 +39,17 @@ class HeldJobs:
         self._held: dict[JobId, Held] = {}
         self._room = room
         self._finished = 0
+        self._lock = threading.Lock()
+        """Taken to add or drop a record, and by :meth:`snapshot` (other threads)."""
 
     def hold(self, job: Job) -> None:
-        self._held[job.id] = Held(job)
+        with self._lock:
+            self._held[job.id] = Held(job)
+
+    def snapshot(self) -> list[Held]:
+        """The records held now; safe to call from any thread."""
+        with self._lock:
+            return list(self._held.values())
 
     def get(self, job_id: JobId) -> Held | None:
         return self._held.get(job_id)
@@ -71,6 +83,10 @@ class HeldJobs:
         """The slots running a held job's task now."""
         return [held.slot for held in self._held.values() if held.slot is not None]
 
+    def running_on(self, slot: asyncio.Task[Any]) -> Job | None:
+        """The job whose task ``slot`` runs now, if any; safe to call from any thread."""
+        return next((held.job for held in self.snapshot() if held.slot is slot), None)
+
     def finish(self, job_id: JobId) -> None:
         """The job's task returned; its outcome is written later: there is room for another."""
         held = self._held.get(job_id)
@@ -81,7 +97,8 @@ class HeldJobs:
 
     def forget(self, job_id: JobId) -> None:
         """Drop the job's record, whatever became of it; there is room for another."""
-        held = self._held.pop(job_id, None)
+        with self._lock:
+            held = self._held.pop(job_id, None)
         if held is not None and held.finished:
             self._finished -= 1
         self._room.set()

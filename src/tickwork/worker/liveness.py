@@ -29,7 +29,7 @@ class Liveness:
         if self.crash is not None:
             return self.crash
         at = time.monotonic() if at is None else at
-        for name, (last, allowance) in self._beats.items():
+        for name, (last, allowance) in list(self._beats.items()):  # the heartbeat's thread
             if at - last > allowance:
                 return f"loop {name} stuck: last came round {at - last:.0f}s ago"
         return None

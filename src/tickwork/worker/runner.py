@@ -1,11 +1,12 @@
 """The worker process: claims jobs in batches, runs them N at a time, writes outcomes back,
 keeps leases alive and shares the maintenance duties. One asyncio loop; sync tasks run in a
-thread pool.
+thread pool; the heartbeat and the loop's watch run in threads of their own.
 
 Life of a job here: claimed (lease taken, in ``_buffer``) → started by a slot → outcome
 written (successes batched by the completer, failures one by one) → forgotten. The heartbeat
-extends the leases of every job held; a job whose lease could not be extended was taken over
-elsewhere, and its outcome is dropped. A job asked to stop (its cancellation notified on
+(:mod:`.heartbeat`, its own thread and connection, so a task blocking the loop does not stop
+it) extends the leases of every job held; a job whose lease could not be extended was taken
+over elsewhere, and its outcome is dropped. A job asked to stop (its cancellation notified on
 ``tickwork_cancel``, which makes the heartbeat run at once, or seen by the next heartbeat) is
 stopped — an async task is cancelled, a sync one runs on, since Python cannot stop a thread —
 and recorded ``cancelled`` when its task has returned; it holds its lease and concurrency key
@@ -18,7 +19,8 @@ task finished runs again only if this process really died. Jobs a lost claim ans
 running under this worker's name are adopted by the next claim. No loop stops on an error.
 
 Its parts: :mod:`.held` (each held job's one record), :mod:`.outcomes` (writing outcomes,
-the completer), :mod:`.liveness` (``/healthz``), :mod:`.executor` (running one task),
+the completer), :mod:`.heartbeat`, :mod:`.loop_watch` (reports a task blocking the loop),
+:mod:`.liveness` (``/healthz``), :mod:`.executor` (running one task),
 :mod:`.retry` and :mod:`.deaths`; the maintenance loop runs the services of
 :func:`tickwork.maintenance.duties.fleet_duties` (and the pending on_dead hooks).
 """
@@ -49,7 +51,8 @@ from tickwork.maintenance.service import Service
 from tickwork.model import Job, JobId
 from tickwork.settings import WorkerSettings
 from tickwork.tasks import CANCEL_REQUESTED
-from tickwork.worker import deaths, executor, prefetch
+from tickwork.worker import deaths, executor, loop_watch, prefetch
+from tickwork.worker.heartbeat import Beat, Heartbeat, HeartbeatConfig
 from tickwork.worker.held import Held, HeldJobs, job_fields
 from tickwork.worker.liveness import Liveness
 from tickwork.worker.outcomes import Outcomes, after_error
@@ -94,7 +97,6 @@ class Worker:
         self._held = HeldJobs(self._room)
         self._wake = asyncio.Event()
         self._schedules_wake = asyncio.Event()
-        self._heartbeat_now = asyncio.Event()
         self._stopping = asyncio.Event()
         # Spare threads: a sync task that outlives its timeout keeps its thread (Python cannot
         # kill threads); the slots still bound how many tasks run at once.
@@ -119,6 +121,23 @@ class Worker:
             every = deaths.PendingHooksConfig(interval=settings.maintenance_seconds)
             self.services.append(deaths.PendingHooks(app.registry, every))
         self._liveness = Liveness()
+        self._heartbeat = Heartbeat(
+            HeartbeatConfig(
+                url=settings.database_url,
+                name=self.name,
+                lease_seconds=settings.lease_seconds,
+                interval=settings.heartbeat_seconds,
+            ),
+            clock=self.clock,
+            held=self._held,
+            liveness=self._liveness,
+            found=self._found,
+        )
+        self._watch = loop_watch.LoopWatch(
+            stall_seconds=loop_watch.threshold(settings.lease_seconds),
+            job_of=self._held.running_on,
+            worker=self.name,
+        )
         self.started = asyncio.Event()
         self.failed = False
         """True when a loop crashed; the command exits non-zero."""
@@ -153,16 +172,18 @@ class Worker:
 
     async def run(self) -> None:
         logs.CURRENT_WORKER.set(self.name)  # the tasks started below inherit it
-        self._pool = connections.async_pool(self.settings.database_url, min_size=2, max_size=7)
+        # Six here and the heartbeat's own: at most seven connections (docs/deployment.md).
+        self._pool = connections.async_pool(self.settings.database_url, min_size=2, max_size=6)
         await self._pool.open(wait=True, timeout=15)
+        self._watch.start()
         try:
             await self._register()
+            self._heartbeat.start()
             slots = [
                 asyncio.create_task(self._slot(), name=f"slot-{i}")
                 for i in range(self.settings.concurrency)
             ]
             completer = asyncio.create_task(self.outcomes.completer(), name="completer")
-            heartbeat = asyncio.create_task(self._heartbeat(), name="heartbeat")
             background: list[asyncio.Task[None]] = [
                 asyncio.create_task(coro, name=name)
                 for name, coro in (
@@ -173,7 +194,7 @@ class Worker:
                     *((loop.__name__, loop(self)) for loop in self._extra_loops),
                 )
             ]
-            for task in (*slots, completer, heartbeat, *background):
+            for task in (*slots, completer, *background):
                 task.add_done_callback(self._crashed)
             log.info(
                 "worker started",
@@ -183,8 +204,10 @@ class Worker:
             )
             self.started.set()
             await self._stopping.wait()
-            await self._shut_down(slots, completer, heartbeat, background)
+            await self._shut_down(slots, completer, background)
         finally:
+            await asyncio.to_thread(self._heartbeat.stop)  # stopped already, unless it failed
+            await asyncio.to_thread(self._watch.stop)
             self._threads.shutdown(wait=False, cancel_futures=True)
             await self._pool.close()
 
@@ -225,7 +248,6 @@ class Worker:
         self,
         slots: list[asyncio.Task[None]],
         completer: asyncio.Task[None],
-        heartbeat: asyncio.Task[None],
         background: list[asyncio.Task[None]],
     ) -> None:
         log.info(
@@ -245,9 +267,9 @@ class Worker:
             for slot in self._held.running():
                 slot.cancel()
             await asyncio.wait(late)
-        await cancel_all([heartbeat])
         self.outcomes.close()
         await asyncio.gather(completer, return_exceptions=True)
+        await asyncio.to_thread(self._heartbeat.stop)  # the leases are kept until the last write
         try:
             async with self.pool.connection() as conn:
                 await store.arun(conn, workers_db.deregister_worker(self.name))
@@ -444,7 +466,7 @@ class Worker:
                             self._schedules_wake.set()
                     elif channel == CANCEL_CHANNEL:
                         if payload.isdigit() and JobId(int(payload)) in self._held:
-                            self._heartbeat_now.set()  # it learns which jobs were asked to stop
+                            self._heartbeat.wake()  # it learns which jobs were asked to stop
                     elif channel == "":  # listening now: look for anything missed meanwhile
                         outage.recovered()
                         self._wake.set()
@@ -553,23 +575,21 @@ class Worker:
     # --- leases and maintenance --------------------------------------------------------
 
     async def heartbeat_once(self) -> None:
-        """Extend the leases of every job held; stop the ones asked to stop; drop the ones
-        that are no longer ours."""
-        held = [h.job for h in self._held]
-        now = self.clock.now()
-        async with self.pool.connection() as conn:
-            kept = await store.arun(
-                conn, jobs_db.extend_leases(held, self.settings.lease_seconds, now)
-            )
-            await store.arun(conn, workers_db.touch_worker(self.name, now))
-        for job in held:
-            record = self._held.get(job.id)
-            if record is None:
-                continue  # finished meanwhile
-            if job.id not in kept:
-                self._lose(record)
-            elif kept[job.id] and not record.cancelling:
-                self._stop_job(record)
+        """One heartbeat now, as the heartbeat thread runs it (in a thread, on the heartbeat's
+        connection), its findings applied."""
+        self._found(await asyncio.to_thread(self._heartbeat.run_once))
+
+    def _found(self, beat: Beat) -> None:
+        """A heartbeat's findings, on the loop: drop the jobs that are no longer ours, stop
+        the ones asked to stop. A record dropped or replaced meanwhile is left alone, and so is
+        a job whose task has returned: its outcome's write is fenced by version."""
+        for held in beat.held:
+            if held.finished or self._held.get(held.job.id) is not held:
+                continue
+            if held.job.id not in beat.kept:
+                self._lose(held)
+            elif beat.kept[held.job.id] and not held.cancelling:
+                self._stop_job(held)
 
     def _lose(self, held: Held) -> None:
         log.info(
@@ -589,24 +609,6 @@ class Worker:
         task = self.app.registry.get(job.kind)
         if held.slot is not None and task is not None and task.is_async:
             held.slot.cancel(CANCEL_REQUESTED)
-
-    async def _heartbeat(self) -> None:
-        """A failed heartbeat is retried soon (with backoff), not at the next interval, and
-        never taken for lost leases: only the database says a job is no longer ours."""
-        outage = connections.Outage("heartbeat", log, "heartbeat_failed")
-        delay = self.settings.heartbeat_seconds
-        while True:
-            self._liveness.beat("heartbeat", self.settings.heartbeat_seconds)
-            await sleep(delay, self._heartbeat_now)
-            self._heartbeat_now.clear()
-            try:
-                await self.heartbeat_once()
-            except Exception as exc:
-                delay = min(outage.failed(exc), self.settings.heartbeat_seconds)
-                await after_error(self.pool, exc)
-            else:
-                outage.recovered()
-                delay = self.settings.heartbeat_seconds
 
     async def maintain_once(self) -> None:
         """Run each service of :attr:`services`: a shared one when this worker manages to
