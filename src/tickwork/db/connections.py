@@ -48,9 +48,11 @@ _LIBPQ_PREFIX = re.compile(
 )
 
 
-def connect(url: str, *, autocommit: bool = False) -> Connection:
-    """One connection of its own (the caller closes it)."""
-    return psycopg.connect(url, autocommit=autocommit, **POOLED)
+def connect(url: str, *, autocommit: bool = False, timeout: int | None = None) -> Connection:
+    """One connection of its own (the caller closes it); ``timeout``: seconds to connect
+    (None: libpq's, or the URL's ``connect_timeout``)."""
+    options = POOLED if timeout is None else {**POOLED, "connect_timeout": timeout}
+    return psycopg.connect(url, autocommit=autocommit, **options)
 
 
 def pool(url: str, *, max_size: int, check: bool = False) -> Pool:
