@@ -15,6 +15,7 @@ before its old row expired, must still start.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from datetime import UTC
 from uuid import UUID
 
 from tickwork.db.workers import Holder
@@ -41,7 +42,7 @@ def refusal(name: str, holder: Holder | None) -> str:
         "another process"
         if holder is None
         else f"host {holder.host}, pid {holder.pid}, last heartbeat "
-        f"{holder.last_seen_at.isoformat(timespec='seconds')}"
+        f"{holder.last_seen_at.astimezone(UTC).isoformat(timespec='seconds')}"
     )
     return (
         f"--name {name}: a live worker already has this name ({other}); give each process its "
