@@ -4,13 +4,12 @@
 -- other's jobs, since a claim records the claimer's incarnation and adoption, heartbeats and
 -- the workers row go by it. A row of a worker that ran before this migration gets one now.
 -- The workers table also keeps each worker's heartbeat interval, so that readers can tell a
--- worker that missed two heartbeats (stale) from a live one (issue 29, item 8).
+-- worker that missed two heartbeats (stale) from a live one (issue 29, item 8). The defaults
+-- stay for workers of an earlier version, which register without either during an upgrade.
 ALTER TABLE tickwork.workers
     ADD COLUMN incarnation uuid NOT NULL DEFAULT gen_random_uuid(),
     ADD COLUMN heartbeat_seconds double precision NOT NULL DEFAULT 10
         CHECK (heartbeat_seconds > 0);
-ALTER TABLE tickwork.workers ALTER COLUMN incarnation DROP DEFAULT;
-ALTER TABLE tickwork.workers ALTER COLUMN heartbeat_seconds DROP DEFAULT;
 CREATE UNIQUE INDEX workers_incarnation_idx ON tickwork.workers (incarnation);
 
 -- picked_by_incarnation: the incarnation of the worker process whose claim the job is running
