@@ -104,6 +104,9 @@ async def test_a_job_interrupted_more_than_the_limit_ends_dead_and_its_hook_runs
     assert row["on_dead_pending"] and row["finished_at"] == T0
     assert await deaths.PendingHooks(hanging.app.registry).run_once(aconn, None) == 1
     assert hanging.dead == [job_id], "the on_dead hook ran in a worker of the kind"
+    await asyncio.to_thread(hanging.app.retry, job_id, actor="ops")
+    row = await ajob_row(aconn, job_id)
+    assert (row["status"], row["attempt"], row["interruptions"]) == ("available", 0, 0)
 
 
 async def test_an_interrupted_job_that_was_asked_to_stop_is_cancelled(

@@ -447,10 +447,12 @@ WHERE id = %(id)s AND version = %(version)s AND status = 'running'
 RETURNING id;
 
 -- name: job_retry_dead
--- An operator sends a dead (or cancelled) job back to available with fresh attempts.
+-- An operator sends a dead (or cancelled) job back to available with fresh attempts (and no
+-- interruptions counted).
 UPDATE tickwork.jobs
 SET status = 'available',
     attempt = 0,
+    interruptions = 0,
     run_at = coalesce(%(now)s, now()),
     finished_at = NULL,
     picked_by = NULL,
