@@ -283,6 +283,11 @@ def test_two_processes_given_one_pod_name_each_run_their_20s_job_exactly_once_th
     finally:
         proxy.close()
 
+    started = {
+        int(path.name.removeprefix("starts-")): path.read_text().split("\n")[:-1]
+        for path in (tmp_path / "runs").glob("starts-*")
+    }
+    assert started == {first.pid: [f"{in_a} 1"], second.pid: [f"{in_b} 1"]}, "each started once"
     ran = runs_by_process(tmp_path / "runs")
     assert ran == {first.pid: [(in_a, 1)], second.pid: [(in_b, 1)]}, "each ran once, in its own"
     picked = dict(conn.execute("SELECT id, picked_by FROM tickwork.jobs"))
