@@ -76,7 +76,7 @@ async def test_a_worker_that_missed_two_heartbeats_shows_stale(
 ) -> None:
     """Alive (within the worker TTL) but silent for more than two of its heartbeats: stopped,
     killed or cut off, its row and its jobs should not look alive."""
-    admin_helpers.register_worker(
+    silent = admin_helpers.register_worker(
         conn, "w-silent", now=helpers.at(-21), heartbeat_seconds=10, namespaces=[BILLING]
     )
     admin_helpers.register_worker(
@@ -94,6 +94,16 @@ async def test_a_worker_that_missed_two_heartbeats_shows_stale(
         "w-live": "alive",
         "w-silent": "stale",
     }
+    live_job = await get_page(client, f"/jobs/{ids['running']}")
+    assert "worker last heartbeat" in live_job and ">stale<" not in live_job
+    conn.execute(
+        "UPDATE tickwork.jobs SET picked_by = 'w-silent', picked_by_incarnation = %s WHERE id = %s",
+        (silent, ids["running"]),
+    )
+    silent_job = await get_page(client, f"/jobs/{ids['running']}")
+    assert re.search(
+        r"worker last heartbeat.*?<time[^>]*>[^<]*</time> <span[^>]*>stale<", silent_job
+    )
 
 
 async def test_schedules_flag_namespaces_no_live_worker_fires(
