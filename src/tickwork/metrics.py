@@ -125,7 +125,8 @@ LEASE_RECOVERIES = Counter(
 VERSION_MISMATCHES = Counter(
     "tickwork_version_mismatches_total",
     "Writes dropped because the row changed elsewhere, by operation: complete, retry, dead "
-    "(a job's outcome), fire (a firing batch, rolled back).",
+    "(a job's outcome), interrupt (a job handed back at shutdown), fire (a firing batch, rolled "
+    "back).",
     ["operation"],
 )
 

@@ -9,6 +9,7 @@ import re
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
+from uuid import UUID, uuid4
 
 import psycopg
 from aiohttp.test_utils import TestClient
@@ -70,20 +71,26 @@ def register_worker(
     kinds: Sequence[str] = ("k.run",),
     queues: Sequence[str] = ("default",),
     namespaces: Sequence[str] = (),
-) -> None:
+    heartbeat_seconds: float = 10.0,
+) -> UUID:
+    """Register a worker process seen at ``now``; returns its incarnation."""
+    incarnation = uuid4()
     store.run(
         conn,
         workers_db.register_worker(
             name=name,
+            incarnation=incarnation,
             queues=queues,
             kinds=kinds,
             namespaces=namespaces,
             concurrency=4,
             host="host-1",
             pid=1234,
+            heartbeat_seconds=heartbeat_seconds,
             now=now,
         ),
     )
+    return incarnation
 
 
 def make_dead(conn: psycopg.Connection[Any], job_id: int, error: str = "boom") -> None:
@@ -140,7 +147,7 @@ def populate(app: Any, conn: psycopg.Connection[Any], now: datetime) -> dict[str
     nobody), a live and a gone worker, and jobs in every state; returns job ids by name."""
     app.sync_schedules(BILLING, [cron("nightly", "0 3 * * *"), every("tick", 60)])
     app.sync_schedules(K8S, [every("sweep", 300)], owner="operator:prod")
-    register_worker(conn, "w-live", now=now, namespaces=[BILLING])
+    live = register_worker(conn, "w-live", now=now, namespaces=[BILLING])
     register_worker(conn, "w-gone", now=now - timedelta(hours=1), kinds=["k.gone"])
     ids = {
         "available": app.enqueue("k.run", {"n": 1}),
@@ -158,7 +165,7 @@ def populate(app: Any, conn: psycopg.Connection[Any], now: datetime) -> dict[str
     )
     conn.execute(
         "UPDATE tickwork.jobs SET status = 'running', attempt = 1, picked_by = 'w-live',"
-        " started_at = %s, lease_expires_at = %s WHERE id = %s",
-        (now, now + timedelta(seconds=30), ids["running"]),
+        " picked_by_incarnation = %s, started_at = %s, lease_expires_at = %s WHERE id = %s",
+        (live, now, now + timedelta(seconds=30), ids["running"]),
     )
     return ids

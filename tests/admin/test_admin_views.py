@@ -71,6 +71,41 @@ async def test_overview_page(client: TestClient, ids: dict[str, int]) -> None:
         assert text in page
 
 
+async def test_a_worker_that_missed_two_heartbeats_shows_stale(
+    client: TestClient, conn: psycopg.Connection, ids: dict[str, int]
+) -> None:
+    """Alive (within the worker TTL) but silent for more than two of its heartbeats: stopped,
+    killed or cut off, its row and its jobs should not look alive."""
+    silent = admin_helpers.register_worker(
+        conn, "w-silent", now=helpers.at(-21), heartbeat_seconds=10, namespaces=[BILLING]
+    )
+    admin_helpers.register_worker(
+        conn, "w-beating", now=helpers.at(-19), heartbeat_seconds=10, namespaces=[BILLING]
+    )
+    workers = {w["name"]: w for w in (await get_json(client, "/api/overview"))["workers"]}
+    assert (workers["w-silent"]["alive"], workers["w-silent"]["stale"]) == (True, True)
+    assert (workers["w-beating"]["alive"], workers["w-beating"]["stale"]) == (True, False)
+    assert (workers["w-live"]["alive"], workers["w-live"]["stale"]) == (True, False)
+    page = await get_page(client, "/")
+    rows = {row[0]: row[1] for row in re.findall(r"<td>(w-[a-z]+)</td><td><span[^>]*>(\w+)<", page)}
+    assert rows == {
+        "w-beating": "alive",
+        "w-gone": "gone",
+        "w-live": "alive",
+        "w-silent": "stale",
+    }
+    live_job = await get_page(client, f"/jobs/{ids['running']}")
+    assert "worker last heartbeat" in live_job and ">stale<" not in live_job
+    conn.execute(
+        "UPDATE tickwork.jobs SET picked_by = 'w-silent', picked_by_incarnation = %s WHERE id = %s",
+        (silent, ids["running"]),
+    )
+    silent_job = await get_page(client, f"/jobs/{ids['running']}")
+    assert re.search(
+        r"worker last heartbeat.*?<time[^>]*>[^<]*</time> <span[^>]*>stale<", silent_job
+    )
+
+
 async def test_schedules_flag_namespaces_no_live_worker_fires(
     client: TestClient, ids: dict[str, int]
 ) -> None:

@@ -45,6 +45,7 @@ COMMANDS: dict[str, tuple[type, ...]] = {
     "trigger": (DatabaseSettings,),
     "cancel": (DatabaseSettings,),
     "retry": (DatabaseSettings,),
+    "workers": (DatabaseSettings,),
     "preview": (),
 }
 

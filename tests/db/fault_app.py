@@ -3,10 +3,12 @@ bench/faults.py serve (``--app fault_app:app``).
 
 Every run of a task body appends ``<job id> <attempt>`` to ``$FAULT_DIR/runs-<pid>`` when
 the body has finished (one file per process), so a test can count how often each job ran and
-in which process. ``f.work`` takes ``$FAULT_WORK_SECONDS`` (default 0.2) so that connection
-cuts land while jobs run; ``f.tick`` is the kind of the every-second schedules. ``f.block``
-blocks the worker's event loop (a sync sleep in an async task) for ``payload["seconds"]``,
-and is recorded as it starts, so that a second start shows even if it never finishes.
+in which process; ``f.work`` also appends it to ``$FAULT_DIR/starts-<pid>`` when it starts
+(a run cut short by a shutdown counts there). ``f.work`` takes ``$FAULT_WORK_SECONDS``
+(default 0.2) so that connection cuts land while jobs run; ``f.tick`` is the kind of the
+every-second schedules. ``f.block`` blocks the worker's event loop (a sync sleep in an async
+task) for ``payload["seconds"]``, and is recorded as it starts, so that a second start shows
+even if it never finishes.
 """
 
 from __future__ import annotations
@@ -24,16 +26,18 @@ BLOCK = "f.block"
 
 app = tickwork.App()
 _runs = Path(os.environ.get("FAULT_DIR", ".")) / f"runs-{os.getpid()}"
+_starts = _runs.with_name(f"starts-{os.getpid()}")
 _seconds = float(os.environ.get("FAULT_WORK_SECONDS", "0.2"))
 
 
-def _ran(job: tickwork.Job) -> None:
-    with _runs.open("a") as out:
+def _ran(job: tickwork.Job, record: Path = _runs) -> None:
+    with record.open("a") as out:
         out.write(f"{job.id} {job.attempt}\n")
 
 
 @app.task(WORK)
 async def work(job: tickwork.Job) -> None:
+    _ran(job, _starts)
     await asyncio.sleep(float(job.payload.get("seconds", _seconds)))
     _ran(job)
 

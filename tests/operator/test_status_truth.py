@@ -81,7 +81,10 @@ def register(url: str, name: str, kinds: list[str], now: datetime | None = None)
 
 def heartbeat(url: str, name: str, now: datetime) -> None:
     with psycopg.connect(url, autocommit=True) as conn:
-        store.run(conn, workers_db.touch_worker(name, now))
+        incarnation = scalar(
+            conn, "SELECT incarnation FROM tickwork.workers WHERE name = %s", (name,)
+        )
+        store.run(conn, workers_db.touch_worker(incarnation, now))
 
 
 def db_now(url: str) -> datetime:

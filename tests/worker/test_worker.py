@@ -205,7 +205,7 @@ async def test_stop_hands_back_buffered_jobs_at_once_and_lets_the_running_one_fi
 
 
 @pytest.mark.parametrize("flavour", ["async", "sync"])
-async def test_job_still_running_after_the_grace_period_fails_as_interrupted(
+async def test_job_still_running_after_the_grace_period_is_handed_back_with_its_attempt_unspent(
     database_url: str, aconn: psycopg.AsyncConnection, flavour: str
 ) -> None:
     clock = SettableClock(T0)
@@ -233,9 +233,11 @@ async def test_job_still_running_after_the_grace_period_fails_as_interrupted(
         # running() returned: stop() completed although the task never finished.
         row = await ajob_row(aconn, job_id)
         assert row["status"] == "available"
-        assert row["attempt"] == 1
-        assert row["last_error"].startswith("interrupted")
-        assert row["run_at"] == at(30), "an interrupted attempt is a failure: normal retry"
+        assert row["attempt"] == 0, "a worker shutting down is not the job failing"
+        assert row["interruptions"] == 1
+        assert row["last_error"].startswith("interrupted: worker w1 shut down")
+        assert row["run_at"] == T0, "due again at once, not after the retry delay"
+        assert (row["picked_by"], row["lease_expires_at"]) == ("w1", None)
     finally:
         unblock.set()
         await app.close_async()

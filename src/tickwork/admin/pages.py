@@ -71,6 +71,14 @@ def flag(ok: bool, yes: str, no: str) -> Html:
     return el("span", yes if ok else no, class_="ok" if ok else "warn")
 
 
+def worker_state(w: admin_db.WorkerRow) -> Html:
+    """alive; stale once it missed two heartbeats (stopped, or cut off: its jobs' leases are
+    running out); gone after the worker TTL."""
+    if w.alive and w.stale:
+        return el("span", "stale", class_="warn", title="missed two heartbeats")
+    return flag(w.alive, "alive", "gone")
+
+
 def pretty(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str)
 
@@ -424,7 +432,7 @@ def overview(ctx: Context, page: reads.Overview) -> Html:
         [
             [
                 w.name,
-                flag(w.alive, "alive", "gone"),
+                worker_state(w),
                 text(", ".join(w.queues)),
                 text(", ".join(w.namespaces))
                 if w.namespaces
@@ -734,7 +742,12 @@ def job(ctx: Context, page: reads.JobDetail) -> Html:
         ("finished", when(j.finished_at)),
         ("picked by", j.picked_by),
         ("lease expires", when(j.lease_expires_at)),
-        ("worker last heartbeat", when(page.picker_seen_at)),
+        (
+            "worker last heartbeat",
+            join(when(page.picker_seen_at), " ", el("span", "stale", class_="warn"))
+            if page.picker_stale
+            else when(page.picker_seen_at),
+        ),
         ("schedule", schedule_link(ref.namespace, ref.name) if ref else None),
         ("occurrence", when(ref.occurrence_at) if ref else None),
         ("unique key", j.unique_key),

@@ -199,7 +199,9 @@ def jobs(
 class JobDetail:
     job: Job
     picker_seen_at: datetime | None
-    """The last heartbeat of the worker holding the job (running jobs)."""
+    """The last heartbeat of the worker process holding the job (running jobs)."""
+    picker_stale: bool
+    """That heartbeat is older than two of the worker's heartbeat intervals."""
     due: bool
     """Available and due: nothing for "run now" to do."""
     now: datetime
@@ -217,11 +219,12 @@ def job(
     if found is None:
         raise JobNotFound(f"no job with id {job_id}")
     require(scope, found.schedule.namespace if found.schedule else None, f"job {job_id}")
-    seen = store.run(conn, workers_db.worker_seen(found.picked_by)) if found.picked_by else None
+    seen = store.run(conn, workers_db.seen_of_job(job_id, now))
     instant = store.run(conn, clock_db.database_now(now))
     return JobDetail(
         job=found,
-        picker_seen_at=seen,
+        picker_seen_at=seen.last_seen_at if seen else None,
+        picker_stale=seen.stale if seen else False,
         due=found.run_at <= instant,
         now=instant,
         audit=store.run(

@@ -4,8 +4,9 @@ Every field of :class:`tickwork.settings.WorkerSettings` is a flag (``lease_seco
 ``--lease-seconds``) and a variable (``TICKWORK_LEASE_SECONDS``); ``--help`` shows each one's
 documentation, default and variable (docs/settings.md tabulates them). The first signal
 stops gracefully (no new claims, claimed jobs that have not started handed back, running ones
-given ``--shutdown-grace-seconds``, except container jobs, handed back at once: their Jobs run
-on); a second one exits at once.
+given ``--shutdown-grace-seconds``, then interrupted and handed back without spending an
+attempt, except container jobs, handed back at once: their Jobs run on); a second one hands
+back what the worker holds and removes its row (a few seconds at most) and exits.
 
 Unless ``--http-port 0``, the worker serves ``/metrics``, ``/healthz`` (its loops are alive)
 and ``/readyz`` (its database answers and is fully migrated) on ``--http-host:--http-port``.
@@ -135,7 +136,8 @@ async def serve(
     port that cannot be bound fails before the worker starts.
 
     The first SIGTERM/SIGINT stops the worker gracefully; a second one calls
-    ``before_forced_exit`` and exits at once. A companion that fails stops the worker, and
+    ``before_forced_exit``, lets the worker hand back its jobs (:meth:`Worker.abandon`) and
+    exits. A companion that fails stops the worker, and
     its error is raised once the worker has stopped.
     """
     probes = await start_probes(worker, http_fallbacks)
@@ -157,12 +159,13 @@ async def serve(
             worker.stop()
             return
         log.warning(
-            "second signal (%s): exiting now; running jobs are retried once their leases expire",
+            "second signal (%s): exiting now; running jobs are handed back as interrupted",
             name,
             extra=fields(action="forced_exit"),
         )
         if before_forced_exit is not None:
             before_forced_exit()
+        worker.abandon()
         _exit_now(128 + signum)
 
     signals = (signal.SIGTERM, signal.SIGINT)

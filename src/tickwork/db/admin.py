@@ -54,6 +54,8 @@ class WorkerRow:
     last_seen_at: datetime
     alive: bool
     """Seen within the worker time-to-live."""
+    stale: bool
+    """Not seen for two of its heartbeat intervals (stopped, or cut off)."""
     running: int
 
 

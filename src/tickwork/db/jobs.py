@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+from uuid import UUID
 
 from psycopg.types.json import Jsonb
 
@@ -228,13 +229,18 @@ def claim_jobs(
     limit: int,
     lease_seconds: float,
     now: datetime | None,
+    *,
+    incarnation: UUID | None = None,
 ) -> Op[list[Job]]:
     """``kinds``: the kinds this worker runs, each with its task's max attempts (given to
-    jobs enqueued without their own)."""
+    jobs enqueued without their own). ``worker`` is the name recorded for people,
+    ``incarnation`` the claiming process (None: a claim made outside a worker process, by a
+    test or a benchmark, that no worker adopts)."""
     return Op(
         "job_claim",
         {
             "worker": worker,
+            "incarnation": incarnation,
             "queues": list(queues),
             "kinds": list(kinds),
             "max_attempts": list(kinds.values()),
@@ -247,9 +253,10 @@ def claim_jobs(
     )
 
 
-def adopt_jobs(worker: str, held: Sequence[JobId]) -> Op[list[Job]]:
-    """The jobs running under ``worker`` that it does not hold (a claim whose answer was lost)."""
-    return Op("job_adopt", {"worker": worker, "held": list(held)}, _jobs, binary=True)
+def adopt_jobs(incarnation: UUID, held: Sequence[JobId]) -> Op[list[Job]]:
+    """The jobs running under the process ``incarnation`` that it does not hold (a claim
+    whose answer was lost)."""
+    return Op("job_adopt", {"incarnation": incarnation, "held": list(held)}, _jobs, binary=True)
 
 
 def _fenced(query: str, jobs: Sequence[Job], now: datetime | None, **extra: Any) -> Op[set[JobId]]:
@@ -259,13 +266,18 @@ def _fenced(query: str, jobs: Sequence[Job], now: datetime | None, **extra: Any)
 
 
 def extend_leases(
-    jobs: Sequence[Job], lease_seconds: float, now: datetime | None
+    jobs: Sequence[Job],
+    lease_seconds: float,
+    now: datetime | None,
+    *,
+    incarnation: UUID | None = None,
 ) -> Op[dict[JobId, bool]]:
-    """The jobs still ours, each with whether it was asked to stop."""
+    """The jobs still ours (claimed by the process ``incarnation``, as :func:`claim_jobs`
+    took it), each with whether it was asked to stop."""
     params = {"ids": [j.id for j in jobs], "versions": [j.version for j in jobs], "now": now}
     return Op(
         "job_extend_leases",
-        {**params, "lease_seconds": lease_seconds},
+        {**params, "lease_seconds": lease_seconds, "incarnation": incarnation},
         lambda rows: {JobId(r["id"]): bool(r["stop_requested"]) for r in rows},
     )
 
@@ -283,6 +295,25 @@ def complete_jobs(
 
 def hand_back_jobs(jobs: Sequence[Job], now: datetime | None) -> Op[set[JobId]]:
     return _fenced("job_hand_back", jobs, now)
+
+
+def interrupted(
+    job: Job, worker: str, max_interruptions: int, now: datetime | None
+) -> Op[JobStatus | None]:
+    """Hand back ``job``, interrupted by ``worker``'s shutdown: available at once with its
+    attempt unspent (cancelled when asked to stop; dead, its hook pending, when interrupted
+    more than ``max_interruptions`` times). Its new status; None when the version moved."""
+    return Op(
+        "job_interrupted",
+        {
+            "id": job.id,
+            "version": job.version,
+            "worker": worker,
+            "max_interruptions": max_interruptions,
+            "now": now,
+        },
+        lambda rows: JobStatus(rows[0]["status"]) if rows else None,
+    )
 
 
 def retry_job_later(

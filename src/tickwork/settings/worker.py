@@ -78,7 +78,9 @@ class WorkerSettings:
         "jobs run at the same time", group=WORKER, default=10, checks=[at_least(1)]
     )
     name: str = setting(
-        "worker name in leases and the workers table",
+        "worker name, for people (leases, heartbeats and adoption go by the process's own "
+        "incarnation); a name a live worker holds is refused, or, when it is the default, "
+        "given a suffix",
         group=WORKER,
         default="",
         default_doc="$POD_NAME, else hostname-pid",
@@ -123,6 +125,13 @@ class WorkerSettings:
         "on SIGTERM/SIGINT, how long running jobs may take to finish",
         group=WORKER,
         default=30.0,
+        checks=[at_least(0)],
+    )
+    max_interruptions: int = setting(
+        "a running job interrupted when the shutdown grace runs out is handed back at once, "
+        "its attempt not spent; one interrupted more than this many times ends dead",
+        group=WORKER,
+        default=10,
         checks=[at_least(0)],
     )
     retention_seconds: float = setting(

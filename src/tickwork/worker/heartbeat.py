@@ -24,6 +24,7 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from uuid import UUID
 
 from tickwork.clock import Clock
 from tickwork.db import connections, store
@@ -47,8 +48,8 @@ statement (one blocked by a lock), and then again before it leaves the thread be
 class HeartbeatConfig:
     url: str
     """The database (the worker's ``--database-url``; a transaction-mode pooler is fine)."""
-    name: str
-    """The worker whose row is refreshed."""
+    incarnation: UUID
+    """The worker process whose leases are extended and whose row is refreshed."""
     lease_seconds: float
     """Each heartbeat extends the leases to this long from the database's now."""
     interval: float
@@ -99,10 +100,13 @@ class Heartbeat:
                 conn = self._conn or self._connect()
                 with conn.transaction():
                     extend = jobs_db.extend_leases(
-                        [h.job for h in held], self.config.lease_seconds, now
+                        [h.job for h in held],
+                        self.config.lease_seconds,
+                        now,
+                        incarnation=self.config.incarnation,
                     )
                     kept = store.run(conn, extend)
-                    store.run(conn, workers_db.touch_worker(self.config.name, now))
+                    store.run(conn, workers_db.touch_worker(self.config.incarnation, now))
             except Exception:
                 self._disconnect()  # whatever broke, the next attempt starts on a new one
                 raise
@@ -119,7 +123,7 @@ class Heartbeat:
         self._thread = threading.Thread(
             target=context.run,
             args=(self._run, loop),
-            name=f"tickwork-heartbeat-{self.config.name}",
+            name=f"tickwork-heartbeat-{self.config.incarnation.hex[:8]}",
             daemon=True,  # a heartbeat stuck in the network never keeps the process alive
         )
         self._thread.start()

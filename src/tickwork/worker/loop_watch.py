@@ -59,7 +59,7 @@ class LoopWatch:
         self.stall_seconds = stall_seconds
         self.every = every
         self._job_of = job_of
-        self._worker = worker
+        self.worker = worker
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -71,7 +71,7 @@ class LoopWatch:
         self._thread = threading.Thread(
             target=contextvars.copy_context().run,
             args=(self._run,),
-            name=f"tickwork-loop-watch-{self._worker}",
+            name=f"tickwork-loop-watch-{self.worker}",
             daemon=True,
         )
         self._thread.start()
@@ -111,7 +111,7 @@ class LoopWatch:
             log.info(
                 "event loop free again after %.1fs",
                 lag,
-                extra=fields(action="loop_unblocked", worker=self._worker),
+                extra=fields(action="loop_unblocked", worker=self.worker),
             )
         return lag
 
@@ -137,14 +137,14 @@ class LoopWatch:
             culprit = f"job {job.id} (kind {job.kind}, attempt {job.attempt})"
             extra = fields(
                 action="loop_blocked",
-                worker=self._worker,
+                worker=self.worker,
                 job_id=job.id,
                 kind=job.kind,
                 attempt=job.attempt,
             )
         else:
             culprit = f"task {task.get_name()}" if task is not None else "a callback"
-            extra = fields(action="loop_blocked", worker=self._worker)
+            extra = fields(action="loop_blocked", worker=self.worker)
         log.warning(
             "event loop blocked for over %.1fs by %s at %s: an async task must await, not "
             "block (run blocking code in a sync task or asyncio.to_thread); the worker does "

@@ -51,8 +51,10 @@ class Outcomes:
         pool: Callable[[], Pool],
         stopping: asyncio.Event,
         grace_seconds: float,
+        max_interruptions: int,
     ) -> None:
-        self._name = name
+        self.name = name
+        """The worker's name as registered (in log lines and interruption errors)."""
         self._registry = registry
         self._clock = clock
         self._meters = meters
@@ -61,6 +63,7 @@ class Outcomes:
         self._stopping = stopping
         """Once set, a write lost for longer than ``grace_seconds`` is given up."""
         self._grace = grace_seconds
+        self._max_interruptions = max_interruptions
         self.done: list[Job] = []
         """Succeeded jobs waiting for the completer."""
         self._ready = asyncio.Event()
@@ -122,7 +125,43 @@ class Outcomes:
         self._meters.of(job).cancelled.inc()
         log.info(
             "job cancelled",
-            extra=job_fields("job_cancelled", job, worker=self._name),
+            extra=job_fields("job_cancelled", job, worker=self.name),
+        )
+
+    async def interrupted(self, job: Job) -> None:
+        """``job``'s task was interrupted because this worker's shutdown grace ran out: a
+        worker shutting down is not the job failing. Handed back at once, its attempt not
+        spent (:func:`tickwork.db.jobs.interrupted`: cancelled when it was asked to stop, dead
+        once interrupted more than ``max_interruptions`` times)."""
+
+        async def write() -> JobStatus | None:
+            async with self._pool().connection() as conn:
+                return await store.arun(
+                    conn,
+                    jobs_db.interrupted(job, self.name, self._max_interruptions, self._clock.now()),
+                )
+
+        became, retried = await self.persist("handing back an interrupted job", write)
+        self._held.forget(job.id)
+        if became is None:
+            self._mismatch(job, retried, "interruption", "interrupt")
+            return
+        meter = self._meters.of(job)
+        if became is JobStatus.DEAD:
+            meter.dead.inc()
+            log.warning(
+                "job interrupted by shutdowns more than %d times: dead",
+                self._max_interruptions,
+                extra=job_fields("job_dead", job, worker=self.name),
+            )
+            return
+        if became is JobStatus.CANCELLED:
+            meter.cancelled.inc()
+        log.info(
+            "job interrupted by the shutdown: handed back, attempt not spent"
+            if became is JobStatus.AVAILABLE
+            else "job interrupted by the shutdown after it was asked to stop: cancelled",
+            extra=job_fields("job_interrupted", job, worker=self.name),
         )
 
     async def failed(self, job: Job, failure: executor.Failed) -> None:
@@ -154,7 +193,7 @@ class Outcomes:
                 extra=job_fields(
                     "job_cancelled",
                     job,
-                    worker=self._name,
+                    worker=self.name,
                     error=executor.summary(error),
                 ),
             )
@@ -165,7 +204,7 @@ class Outcomes:
                 extra=job_fields(
                     "job_retry",
                     job,
-                    worker=self._name,
+                    worker=self.name,
                     error=executor.summary(error),
                 ),
             )

@@ -16,11 +16,17 @@ A cut connection or a database restart loses nothing here: an outcome write, a h
 claim that fails is retried on a new connection with backoff (each loop logs once that it is
 failing and once that it is back), fenced by version like every state change, so a job whose
 task finished runs again only if this process really died. Jobs a lost claim answer left
-running under this worker's name are adopted by the next claim. No loop stops on an error.
+running under this process's incarnation (:mod:`.identity`; never another process's, even of
+the same name) are adopted by the next claim. No loop stops on an error.
 
-Its parts: :mod:`.held` (each held job's one record), :mod:`.outcomes` (writing outcomes,
-the completer), :mod:`.heartbeat`, :mod:`.loop_watch` (reports a task blocking the loop),
-:mod:`.liveness` (``/healthz``), :mod:`.executor` (running one task),
+Stopping: claimed jobs not started are handed back at once; running ones get the shutdown
+grace, and a job still running when it ends is interrupted and handed back, its attempt not
+spent (``--max-interruptions``: a job interrupted more often ends dead).
+
+Its parts: :mod:`.identity` (name and incarnation), :mod:`.held` (each held job's one
+record), :mod:`.outcomes` (writing outcomes, the completer), :mod:`.heartbeat`,
+:mod:`.loop_watch` (reports a task blocking the loop), :mod:`.liveness` (``/healthz``),
+:mod:`.executor` (running one task),
 :mod:`.retry` and :mod:`.deaths`; the maintenance loop runs the services of
 :func:`tickwork.maintenance.duties.fleet_duties` (and the pending on_dead hooks).
 """
@@ -31,7 +37,9 @@ import asyncio
 import logging
 import os
 import socket
+import threading
 import time
+import uuid
 from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -51,7 +59,7 @@ from tickwork.maintenance.service import Service
 from tickwork.model import Job, JobId
 from tickwork.settings import WorkerSettings
 from tickwork.tasks import CANCEL_REQUESTED
-from tickwork.worker import deaths, executor, loop_watch, prefetch
+from tickwork.worker import deaths, executor, identity, loop_watch, prefetch
 from tickwork.worker.heartbeat import Beat, Heartbeat, HeartbeatConfig
 from tickwork.worker.held import Held, HeldJobs, job_fields
 from tickwork.worker.liveness import Liveness
@@ -62,9 +70,12 @@ log = logging.getLogger(__name__)
 Pool = connections.AsyncPool
 Loop = Callable[["Worker"], Coroutine[Any, Any, None]]
 
-_SHUTDOWN_ERROR = "interrupted: the worker shut down before the job finished"
+_CANCELLED_ERROR = "interrupted: the task was cancelled"
+"""A task that raised CancelledError itself (not asked to stop, the worker not stopping)."""
 _TURN_SECONDS = 0.001
 """A slot running jobs that never wait yields to the loop after this long."""
+FORCED_EXIT_SECONDS = 3.0
+"""On a forced exit, how long handing back the jobs and removing the row may take."""
 CANCEL_CHANNEL = "tickwork_cancel"
 """Notified with a job's id when it is asked to stop (trigger jobs_notify_cancel_requested)."""
 
@@ -86,6 +97,9 @@ class Worker:
         self.clock = clock or app.clock
         """The App's clock unless another is given (tests run workers at different times)."""
         self.name = settings.name
+        """The name, for people: ``settings.name``, or with a suffix (:mod:`.identity`)."""
+        self.incarnation = uuid.uuid4()
+        """This process start's identity: claims, adoption, heartbeats and its row go by it."""
         self.kinds = app.registry.kinds
         self._max_attempts = {kind: task.max_attempts for kind, task in app.registry.items()}
         self.queues = list(settings.queues) or sorted({"default", *app.registry.queues()})
@@ -114,6 +128,7 @@ class Worker:
             pool=lambda: self.pool,
             stopping=self._stopping,
             grace_seconds=settings.shutdown_grace_seconds,
+            max_interruptions=settings.max_interruptions,
         )
         self.services: list[Service] = duties.fleet_duties(settings, self.meters)
         """What the maintenance loop runs, in order."""
@@ -124,7 +139,7 @@ class Worker:
         self._heartbeat = Heartbeat(
             HeartbeatConfig(
                 url=settings.database_url,
-                name=self.name,
+                incarnation=self.incarnation,
                 lease_seconds=settings.lease_seconds,
                 interval=settings.heartbeat_seconds,
             ),
@@ -163,6 +178,43 @@ class Worker:
         """Begin a graceful shutdown (safe to call from a signal handler on the loop)."""
         self._stopping.set()
 
+    def abandon(self) -> None:
+        """A forced exit (a second signal) leaves at once: first, within
+        :data:`FORCED_EXIT_SECONDS`, hand back the jobs held (running ones as interrupted) and
+        remove this process's row, so that neither looks alive until leases and TTL run out.
+        Blocks the caller (the loop, which is about to exit); best effort, in a thread that a
+        database not answering cannot keep alive."""
+        thread = threading.Thread(target=self._abandon, name="tickwork-abandon", daemon=True)
+        thread.start()
+        thread.join(FORCED_EXIT_SECONDS)
+
+    def _abandon(self) -> None:
+        held = [h for h in self._held if not h.finished]
+        running = [h.job for h in held if h.slot is not None]
+        waiting = [h.job for h in held if h.slot is None]
+        now = self.clock.now()
+        limit = self.settings.max_interruptions
+        try:
+            with connections.connect(self.settings.database_url, timeout=2) as conn:
+                for job in running:
+                    store.run(conn, jobs_db.interrupted(job, self.name, limit, now))
+                store.run(conn, jobs_db.hand_back_jobs(waiting, now))
+                store.run(conn, workers_db.deregister_worker(self.incarnation))
+        except connections.DatabaseError as exc:
+            log.warning(
+                "forced exit: could not hand back %d jobs: %s",
+                len(held),
+                exc,
+                extra=fields(action="hand_back_failed", count=len(held)),
+            )
+            return
+        log.info(
+            "forced exit: handed back %d running and %d waiting jobs",
+            len(running),
+            len(waiting),
+            extra=fields(action="jobs_handed_back", count=len(held)),
+        )
+
     def liveness(self, at: float | None = None) -> str | None:
         """The ``/healthz`` check: None while every loop is alive, otherwise which one crashed
         or is stuck. ``at`` is a ``time.monotonic()`` instant (default: now)."""
@@ -171,13 +223,13 @@ class Worker:
     # --- the whole process ------------------------------------------------------------
 
     async def run(self) -> None:
-        logs.CURRENT_WORKER.set(self.name)  # the tasks started below inherit it
         # Six here and the heartbeat's own: at most seven connections (docs/deployment.md).
         self._pool = connections.async_pool(self.settings.database_url, min_size=2, max_size=6)
         await self._pool.open(wait=True, timeout=15)
         self._watch.start()
         try:
             await self._register()
+            logs.CURRENT_WORKER.set(self.name)  # the tasks started below inherit it
             self._heartbeat.start()
             slots = [
                 asyncio.create_task(self._slot(), name=f"slot-{i}")
@@ -197,7 +249,8 @@ class Worker:
             for task in (*slots, completer, *background):
                 task.add_done_callback(self._crashed)
             log.info(
-                "worker started",
+                "worker started (incarnation %s)",
+                self.incarnation,
                 extra=fields(
                     action="worker_started", worker=self.name, queue=",".join(self.queues)
                 ),
@@ -226,23 +279,40 @@ class Worker:
         self.stop()
 
     async def _register(self) -> None:
-        async def write() -> None:
+        """Register this process under its name, or the default name with a suffix; raise
+        :class:`identity.NameTaken` when a live process holds the name (:mod:`.identity`)."""
+
+        async def write(name: str) -> workers_db.Holder | None:
             async with self.pool.connection() as conn:
-                await store.arun(
+                return await store.arun(
                     conn,
                     workers_db.register_worker(
-                        name=self.name,
+                        name=name,
+                        incarnation=self.incarnation,
                         queues=self.queues,
                         kinds=self.kinds,
                         namespaces=list(self.settings.namespaces),
                         concurrency=self.settings.concurrency,
                         host=socket.gethostname(),
                         pid=os.getpid(),
+                        heartbeat_seconds=self.settings.heartbeat_seconds,
+                        ttl_seconds=self.settings.worker_ttl_seconds,
                         now=self.clock.now(),
                     ),
                 )
 
-        await self.outcomes.persist("registering the worker", write)
+        async def persisted(name: str) -> workers_db.Holder | None:
+            return (await self.outcomes.persist("registering the worker", lambda: write(name)))[0]
+
+        name = await identity.register(persisted, self.settings.name, self.incarnation)
+        if name != self.name:
+            log.warning(
+                "the default worker name %s is held by a live worker: this one is %s",
+                self.name,
+                name,
+                extra=fields(action="worker_renamed", worker=name),
+            )
+        self.name = self.outcomes.name = self._watch.worker = name
 
     async def _shut_down(
         self,
@@ -272,7 +342,7 @@ class Worker:
         await asyncio.to_thread(self._heartbeat.stop)  # the leases are kept until the last write
         try:
             async with self.pool.connection() as conn:
-                await store.arun(conn, workers_db.deregister_worker(self.name))
+                await store.arun(conn, workers_db.deregister_worker(self.incarnation))
         except connections.ConnectionLost as exc:  # its row expires (--worker-ttl-seconds)
             log.warning("could not deregister: %s", exc, extra=fields(action="deregister_failed"))
         log.info("worker stopped", extra=fields(action="worker_stopped", worker=self.name))
@@ -343,6 +413,7 @@ class Worker:
                         limit,
                         self.settings.lease_seconds,
                         self.clock.now(),
+                        incarnation=self.incarnation,
                     ),
                 )
         except connections.UniqueViolation:
@@ -403,13 +474,13 @@ class Worker:
 
     async def _adopt(self) -> None:
         async with self.pool.connection() as conn:
-            jobs = await store.arun(conn, jobs_db.adopt_jobs(self.name, self._held.ids()))
+            jobs = await store.arun(conn, jobs_db.adopt_jobs(self.incarnation, self._held.ids()))
         for job in jobs:
             self._held.hold(job)
             self._buffer.put_nowait(job)
         if jobs:
             log.info(
-                "adopted jobs a lost claim answer left running under this worker",
+                "adopted jobs a lost claim answer left running under this process",
                 extra=fields(action="jobs_adopted", count=len(jobs), worker=self.name),
             )
 
@@ -534,10 +605,13 @@ class Worker:
             if held.lost:
                 self._held.forget(job.id)
                 return
-            if task.hand_back_on_shutdown and self._stopping.is_set() and not held.cancelling:
-                await self._hand_back_running(job)
+            if self._stopping.is_set() and not held.cancelling:
+                if task.hand_back_on_shutdown:  # its work goes on: the next attempt adopts it
+                    await self._hand_back_running(job)
+                else:  # the grace ran out: not the job failing
+                    await self.outcomes.interrupted(job)
                 return
-            outcome = executor.Failed(_SHUTDOWN_ERROR)
+            outcome = executor.Failed(_CANCELLED_ERROR)
         finally:
             held.slot = None
         if held.lost:

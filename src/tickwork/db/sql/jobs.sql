@@ -180,6 +180,7 @@ claimed AS (
             FROM unnest(%(kinds)s::text[], %(max_attempts)s::integer[]) AS task(kind, max_attempts)
             WHERE task.kind = j.kind)),
         picked_by = %(worker)s,
+        picked_by_incarnation = %(incarnation)s::uuid,
         started_at = coalesce(%(now)s, now()),
         lease_expires_at = coalesce(%(now)s, now()) + make_interval(secs => %(lease_seconds)s),
         version = j.version + 1
@@ -195,25 +196,30 @@ claimed AS (
 SELECT * FROM claimed ORDER BY priority DESC, run_at, id;
 
 -- name: job_adopt
--- Jobs running under this worker's name that it does not hold: a claim committed whose answer
--- a cut connection lost. Same columns as job_claim; the worker runs them (versions fence it).
+-- Jobs running under this worker process's incarnation that it does not hold: a claim
+-- committed whose answer a cut connection lost. By incarnation, never by name: another
+-- process given the same name does not take this one's jobs. Same columns as job_claim; the
+-- worker runs them (versions fence it).
 SELECT j.id, j.kind, j.queue, j.payload::text AS payload_json, j.priority, j.run_at,
        j.attempt, j.max_attempts, j.version, j.retry_base_seconds, j.retry_rate,
        j.retry_max_seconds, j.timeout_seconds, j.concurrency_key, j.unique_key,
        j.schedule_namespace, j.schedule_name, j.occurrence_at, j.lease_expires_at,
        j.started_at, j.status::text AS status, j.picked_by, j.trace_context
 FROM tickwork.jobs j
-WHERE j.picked_by = %(worker)s AND j.status = 'running' AND j.id <> ALL(%(held)s::bigint[])
+WHERE j.picked_by_incarnation = %(incarnation)s AND j.status = 'running'
+  AND j.id <> ALL(%(held)s::bigint[])
 ORDER BY j.priority DESC, j.run_at, j.id;
 
 -- name: job_extend_leases
--- Heartbeat: extend the leases of the jobs this worker still owns, and say which of them were
--- asked to stop. A job missing from the result was recovered by another worker. Each job is
--- found by its primary key, as job_complete_many explains.
+-- Heartbeat: extend the leases of the jobs this worker process still owns (its claim's version,
+-- under its incarnation), and say which of them were asked to stop. A job missing from the
+-- result was recovered by another worker. Each job is found by its primary key, as
+-- job_complete_many explains.
 UPDATE tickwork.jobs j
 SET lease_expires_at = coalesce(%(now)s, now()) + make_interval(secs => %(lease_seconds)s)
 FROM unnest((SELECT %(ids)s::bigint[]), (SELECT %(versions)s::integer[])) AS owned(id, version)
 WHERE j.id = owned.id AND j.version = owned.version AND j.status::text = 'running'
+  AND j.picked_by_incarnation IS NOT DISTINCT FROM %(incarnation)s::uuid
 RETURNING j.id, j.cancel_requested_at IS NOT NULL AS stop_requested;
 
 -- name: job_complete_many
@@ -276,6 +282,7 @@ SET status = CASE WHEN j.cancel_requested_at IS NULL THEN 'available'
                   ELSE 'cancelled' END::tickwork.job_status,
     attempt = j.attempt - 1,
     picked_by = NULL,
+    picked_by_incarnation = NULL,
     started_at = NULL,
     finished_at = CASE WHEN j.cancel_requested_at IS NULL THEN NULL
                        ELSE coalesce(%(now)s, now()) END,
@@ -284,6 +291,40 @@ SET status = CASE WHEN j.cancel_requested_at IS NULL THEN 'available'
 FROM unnest((SELECT %(ids)s::bigint[]), (SELECT %(versions)s::integer[])) AS held(id, version)
 WHERE j.id = held.id AND j.version = held.version AND j.status::text = 'running'
 RETURNING j.id;
+
+-- name: job_interrupted
+-- A running job interrupted because its worker's shutdown grace ran out: a worker shutting down
+-- is not the job failing. Available again at once, the attempt not spent, one interruption
+-- counted; cancelled instead when a cancellation was requested; dead (its on_dead hook pending,
+-- run by a worker registering the kind, as for lease recovery) once interrupted more than
+-- %(max_interruptions)s times, so a job that always outlives the grace does not come back
+-- for ever. Fenced by version; returns the job's new status.
+UPDATE tickwork.jobs
+SET status = CASE WHEN cancel_requested_at IS NOT NULL THEN 'cancelled'
+                  WHEN interruptions >= %(max_interruptions)s THEN 'dead'
+                  ELSE 'available' END::tickwork.job_status,
+    attempt = CASE WHEN cancel_requested_at IS NULL AND interruptions < %(max_interruptions)s
+                   THEN attempt - 1 ELSE attempt END,
+    interruptions = interruptions + 1,
+    run_at = CASE WHEN cancel_requested_at IS NULL AND interruptions < %(max_interruptions)s
+                  THEN coalesce(%(now)s, now()) ELSE run_at END,
+    finished_at = CASE WHEN cancel_requested_at IS NULL AND interruptions < %(max_interruptions)s
+                       THEN NULL ELSE coalesce(%(now)s, now()) END,
+    on_dead_pending = cancel_requested_at IS NULL AND interruptions >= %(max_interruptions)s,
+    last_error = CASE
+        WHEN cancel_requested_at IS NOT NULL
+            THEN 'cancelled: worker ' || %(worker)s || ' shut down before the job stopped'
+        WHEN interruptions >= %(max_interruptions)s
+            THEN 'interrupted ' || interruptions + 1 || ' times by workers shutting down (more '
+                 || 'than --max-interruptions ' || %(max_interruptions)s
+                 || '): the job outlives the shutdown grace'
+        ELSE 'interrupted: worker ' || %(worker)s || ' shut down before the job finished; '
+             || 'handed back, attempt not spent (interruption ' || interruptions + 1 || ' of at '
+             || 'most ' || %(max_interruptions)s || ')' END,
+    lease_expires_at = NULL,
+    version = version + 1
+WHERE id = %(id)s AND version = %(version)s AND status = 'running'
+RETURNING status::text AS status;
 
 -- name: job_recover_expired
 -- Leases that ran out (the worker died or hung), whatever the job's kind: cancelled when a
@@ -419,10 +460,12 @@ WHERE id = %(id)s AND version = %(version)s AND status = 'running'
 RETURNING id;
 
 -- name: job_retry_dead
--- An operator sends a dead (or cancelled) job back to available with fresh attempts.
+-- An operator sends a dead (or cancelled) job back to available with fresh attempts (and no
+-- interruptions counted).
 UPDATE tickwork.jobs
 SET status = 'available',
     attempt = 0,
+    interruptions = 0,
     run_at = coalesce(%(now)s, now()),
     finished_at = NULL,
     picked_by = NULL,
@@ -718,7 +761,7 @@ ORDER BY g.slot;
 
 -- name: job_page
 -- A keyset page of jobs, newest first, under optional filters; failing: available again
--- after a failed attempt. A running job's picker comes with the worker's last heartbeat;
+-- after a failed attempt. A running job's picker comes with its process's last heartbeat;
 -- the last error's end (of a traceback: the exception).
 SELECT j.id, j.kind, j.queue, j.status, j.attempt, j.max_attempts, j.priority, j.run_at,
        j.created_at, j.started_at, j.finished_at, j.schedule_namespace, j.schedule_name,
@@ -726,7 +769,7 @@ SELECT j.id, j.kind, j.queue, j.status, j.attempt, j.max_attempts, j.priority, j
        CASE WHEN j.status = 'running' THEN w.last_seen_at END AS picker_seen_at,
        right(j.last_error, %(error_chars)s) AS last_error
 FROM tickwork.jobs j
-LEFT JOIN tickwork.workers w ON w.name = j.picked_by
+LEFT JOIN tickwork.workers w ON w.incarnation = j.picked_by_incarnation
 WHERE (%(status)s::tickwork.job_status IS NULL OR j.status = %(status)s::tickwork.job_status)
   AND (NOT %(failing)s OR (j.status = 'available' AND j.attempt > 0
                            AND j.last_error IS NOT NULL))
@@ -785,6 +828,16 @@ ORDER BY queue, kind
 ON CONFLICT (queue, kind) DO UPDATE
     SET floor = EXCLUDED.floor, valid_until = EXCLUDED.valid_until
 RETURNING queue, kind, floor;
+
+-- name: worker_seen_of_job
+-- The last heartbeat of the worker process whose claim the job runs under (none: not running,
+-- or that process's row is gone), and whether it is stale (older than two of its heartbeats).
+SELECT w.last_seen_at,
+       w.last_seen_at < coalesce(%(now)s, now()) - make_interval(secs => 2 * w.heartbeat_seconds)
+           AS stale
+FROM tickwork.jobs j
+JOIN tickwork.workers w ON w.incarnation = j.picked_by_incarnation
+WHERE j.id = %(id)s;
 
 -- name: schedule_lock_namespace
 -- Sync: every schedule of the namespace, locked in name order (waits for a firing pass
@@ -849,11 +902,11 @@ LIMIT %(limit)s;
 -- Workers with their running jobs (counted in one pass over the running jobs); scoped,
 -- the workers that fire one of the namespaces, naming only those.
 WITH running AS (
-    SELECT picked_by, count(*) AS jobs
+    SELECT picked_by_incarnation, count(*) AS jobs
     FROM tickwork.jobs
     WHERE status = 'running'
       AND (%(scope)s::text[] IS NULL OR schedule_namespace = ANY (%(scope)s::text[]))
-    GROUP BY picked_by
+    GROUP BY picked_by_incarnation
 )
 SELECT w.name, w.queues, w.kinds,
        CASE WHEN %(scope)s::text[] IS NULL THEN w.namespaces
@@ -863,9 +916,11 @@ SELECT w.name, w.queues, w.kinds,
        w.last_seen_at,
        w.last_seen_at >= coalesce(%(now)s, now()) - make_interval(secs => %(ttl_seconds)s)
            AS alive,
+       w.last_seen_at < coalesce(%(now)s, now()) - make_interval(secs => 2 * w.heartbeat_seconds)
+           AS stale,
        coalesce(r.jobs, 0) AS running
 FROM tickwork.workers w
-LEFT JOIN running r ON r.picked_by = w.name
+LEFT JOIN running r ON r.picked_by_incarnation = w.incarnation
 WHERE %(scope)s::text[] IS NULL OR w.namespaces && %(scope)s::text[]
 ORDER BY w.name
 LIMIT %(limit)s;
