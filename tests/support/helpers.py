@@ -20,6 +20,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from uuid import UUID
 
 import psycopg
 from psycopg.rows import dict_row
@@ -136,10 +137,15 @@ def claim(
     now: datetime | None = T0,
     worker: str = "claimer",
     lease_seconds: float = 30.0,
+    incarnation: UUID | None = None,
 ) -> list[Job]:
-    """One claim statement on ``conn`` (in whatever transaction ``conn`` is in)."""
+    """One claim statement on ``conn`` (in whatever transaction ``conn`` is in), by the worker
+    process ``incarnation`` (None: by no worker process)."""
     known = dict.fromkeys(kinds, max_attempts)
-    return store.run(conn, jobs_db.claim_jobs(worker, queues, known, limit, lease_seconds, now))
+    claimed = jobs_db.claim_jobs(
+        worker, queues, known, limit, lease_seconds, now, incarnation=incarnation
+    )
+    return store.run(conn, claimed)
 
 
 # --- waiting with a deadline ---------------------------------------------------------------

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+from uuid import UUID
 
 import prometheus_client
 import psycopg
@@ -38,6 +39,8 @@ from tickwork.worker.liveness import Liveness
 from tickwork.worker.runner import Worker
 
 LEASE = 4.0
+_INCARNATION = UUID("00000000-0000-4000-8000-00000000feed")
+"""The incarnation of the heartbeats made here by hand."""
 
 
 @pytest.fixture
@@ -188,7 +191,7 @@ def test_the_stall_threshold_is_a_quarter_lease_and_at_least_a_second() -> None:
 async def test_a_heartbeat_whose_connection_broke_reconnects_on_the_next(
     database_url: str, conn: psycopg.Connection
 ) -> None:
-    config = heartbeat.HeartbeatConfig(database_url, "w-hb", lease_seconds=30, interval=10)
+    config = heartbeat.HeartbeatConfig(database_url, _INCARNATION, lease_seconds=30, interval=10)
     beats = heartbeat.Heartbeat(
         config,
         clock=SettableClock(at(0)),
@@ -215,9 +218,9 @@ async def test_stopping_a_heartbeat_stuck_behind_a_lock_cancels_its_statement(
     monkeypatch.setattr(heartbeat, "STOP_SECONDS", 0.2)
     await app.enqueue_async("t.held", {})
     held = HeldJobs(asyncio.Event())
-    for job in claim(conn, kinds=["t.held"]):
+    for job in claim(conn, kinds=["t.held"], incarnation=_INCARNATION):
         held.hold(job)
-    config = heartbeat.HeartbeatConfig(database_url, "w-hb", lease_seconds=30, interval=10)
+    config = heartbeat.HeartbeatConfig(database_url, _INCARNATION, lease_seconds=30, interval=10)
     beats = heartbeat.Heartbeat(
         config, clock=SettableClock(at(0)), held=held, liveness=Liveness(), found=lambda beat: None
     )
@@ -232,4 +235,5 @@ async def test_stopping_a_heartbeat_stuck_behind_a_lock_cancels_its_statement(
         wait_until_sync(lambda: scalar(conn, waiting) == 1, what="the heartbeat to wait")
         await asyncio.to_thread(beats.stop)
         assert scalar(conn, waiting) == 0, "its statement was cancelled"
-        assert not [t for t in threading.enumerate() if t.name == "tickwork-heartbeat-w-hb"]
+        thread = f"tickwork-heartbeat-{_INCARNATION.hex[:8]}"
+        assert not [t for t in threading.enumerate() if t.name == thread]
