@@ -1,0 +1,94 @@
+-- Counts that survive history limits and retention: tickwork.job_counts, a rollup of how jobs
+-- ended (and of the attempts that failed and were retried), per minute, schedule namespace,
+-- schedule, queue, kind and outcome, with their run and start-lag durations. Retention and the
+-- schedules' history limits delete job rows; the console's charts and totals and
+-- `tickwork schedules` count from here instead, which retention keeps for
+-- --stats-retention-seconds (90 days by default).
+--
+-- Written by the statement-level trigger jobs_counted, in the transaction (and statement) that
+-- ends the jobs, whoever ends them: a worker's batch of successes, a failure (retried or dead),
+-- a stop request honoured, lease recovery, an operator's cancel, the Replace policy, a sync's
+-- pruning. One upsert per statement, aggregated over the statement's jobs.
+--
+-- No hot row: the key ends with shard, the backend's pid. A completion batch adds to the rows
+-- of its own connection, which no other transaction writes while it runs (a backend runs one
+-- transaction at a time), so concurrent batches of the fleet never wait for each other here;
+-- readers sum the shards. A minute holds at most one row per group and connection that ended
+-- jobs in it.
+--
+-- A new table and trigger only: tickwork.jobs is neither rewritten nor locked for longer than
+-- the CREATE TRIGGER takes. Jobs that ended before this migration are not counted.
+CREATE TABLE tickwork.job_counts (
+    minute             timestamptz NOT NULL,
+    schedule_namespace text        NOT NULL,  -- '' : a job enqueued outside any schedule
+    schedule_name      text        NOT NULL,  -- '' : idem
+    queue              text        NOT NULL,
+    kind               text        NOT NULL,
+    outcome            text        NOT NULL
+        CHECK (outcome IN ('succeeded', 'failed', 'dead', 'cancelled')),
+    shard              integer     NOT NULL,
+    jobs               bigint      NOT NULL,  -- ended (failed: attempts failed and retried)
+    timed              bigint      NOT NULL,  -- of them, those that ended running
+    run_seconds        float8      NOT NULL,  -- their summed run time (start to end)
+    lagged             bigint      NOT NULL,  -- of them, fired for an occurrence and started
+    lag_seconds        float8      NOT NULL,  -- their summed start lag (occurrence to start)
+    max_lag_seconds    float8,
+    PRIMARY KEY (minute, schedule_namespace, schedule_name, queue, kind, outcome, shard)
+) WITH (fillfactor = 70);  -- room for the upserts' new versions on their page (HOT)
+
+-- A schedule's counts (its totals, its page's chart).
+CREATE INDEX job_counts_schedule_idx
+    ON tickwork.job_counts (schedule_namespace, schedule_name, minute)
+    WHERE schedule_name <> '';
+
+-- outcome: succeeded, dead or cancelled when the status became that; failed when a running job
+-- became available again with its attempt counted (a retry after a failure, a lease that ran
+-- out). A claimed job handed back unstarted (its attempt uncounted) and an operator's retry of
+-- a dead job are no outcome. A retried attempt has no end time of its own: it is counted at the
+-- statement's time (the database's clock).
+CREATE FUNCTION tickwork.jobs_counted() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    -- Claims and heartbeats leave every job running: nothing to join.
+    IF NOT EXISTS (SELECT 1 FROM new_rows WHERE status::text <> 'running') THEN
+        RETURN NULL;
+    END IF;
+    INSERT INTO tickwork.job_counts AS c
+        (minute, schedule_namespace, schedule_name, queue, kind, outcome, shard,
+         jobs, timed, run_seconds, lagged, lag_seconds, max_lag_seconds)
+    SELECT date_trunc('minute', e.ended_at), e.namespace, e.name, e.queue, e.kind, e.outcome,
+           pg_backend_pid(),
+           count(*), count(e.run), coalesce(sum(e.run), 0),
+           count(e.lag), coalesce(sum(e.lag), 0), max(e.lag)
+    FROM (
+        SELECT coalesce(n.schedule_namespace, '') AS namespace,
+               coalesce(n.schedule_name, '') AS name, n.queue, n.kind,
+               CASE WHEN n.status = 'available' THEN 'failed' ELSE n.status::text END
+                   AS outcome,
+               coalesce(n.finished_at, now()) AS ended_at,
+               CASE WHEN o.status = 'running' THEN extract(
+                   epoch FROM coalesce(n.finished_at, now()) - n.started_at)::float8 END AS run,
+               extract(epoch FROM n.started_at - n.occurrence_at)::float8 AS lag
+        FROM new_rows n
+        JOIN old_rows o ON o.id = n.id
+        WHERE o.status IS DISTINCT FROM n.status
+          AND (n.status IN ('succeeded', 'dead', 'cancelled')
+               OR (n.status = 'available' AND o.status = 'running' AND n.attempt = o.attempt))
+    ) AS e
+    GROUP BY 1, 2, 3, 4, 5, 6
+    ON CONFLICT (minute, schedule_namespace, schedule_name, queue, kind, outcome, shard)
+    DO UPDATE SET jobs = c.jobs + excluded.jobs,
+                  timed = c.timed + excluded.timed,
+                  run_seconds = c.run_seconds + excluded.run_seconds,
+                  lagged = c.lagged + excluded.lagged,
+                  lag_seconds = c.lag_seconds + excluded.lag_seconds,
+                  max_lag_seconds = greatest(c.max_lag_seconds, excluded.max_lag_seconds);
+    RETURN NULL;
+END;
+$$;
+
+CREATE TRIGGER jobs_counted
+    AFTER UPDATE ON tickwork.jobs
+    REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+    FOR EACH STATEMENT
+    EXECUTE FUNCTION tickwork.jobs_counted();
