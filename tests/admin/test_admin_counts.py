@@ -129,6 +129,8 @@ async def test_500_runs_of_a_schedule_keeping_3_jobs_are_counted_500_everywhere(
     page = await get_page(client, f"/schedules/{NS}/{NAME}")
     assert f"<strong>{RUNS} runs</strong> (100.0% succeeded): {RUNS} succeeded" in page
     assert page.count("the last 3 succeeded and 1 failed (dead or cancelled)") == 2
+    jobs = await get_page(client, f"/jobs?namespace={NS}&schedule={NAME}")
+    assert jobs.count("the last 3 succeeded and 1 failed (dead or cancelled)") == 1
 
     (row,) = json.loads(ok(tickwork_cmd("schedules", "-o", "json", database_url=database_url)))
     assert (row["total_runs"], row["succeeded_runs"], row["failed_runs"]) == (RUNS, RUNS, 0)

@@ -18,6 +18,7 @@ from tickwork.admin.security import CSRF_FIELD
 from tickwork.db import admin as admin_db
 from tickwork.db import job_counts as job_counts_db
 from tickwork.model import Job, JobStatus
+from tickwork.schedules.definition import HistoryLimits
 from tickwork.worker import executor
 
 FLASH = {
@@ -714,6 +715,7 @@ def jobs(ctx: Context, page: reads.JobsPage) -> Html:
         ctx,
         "Jobs",
         _job_filter_form(page.filter),
+        None if page.history_limits is None else kept(page.history_limits),
         jobs_table(page.jobs),
         el("p", more, class_="pager"),
         el("h2", "Orphan kinds", id="orphans"),
@@ -857,15 +859,14 @@ def run_counts(page: reads.ScheduleDetail) -> Html:
     )
 
 
-def kept(page: reads.ScheduleDetail) -> Html:
-    """How many of the schedule's finished jobs the lists below can show."""
-    limits = page.history_limits
+def kept(limits: HistoryLimits) -> Html:
+    """How many of a schedule's finished jobs a list of its jobs can show."""
     return el(
         "p",
         f"Showing the jobs retention keeps: the last {limits.succeeded} succeeded and "
         f"{limits.failed} failed (dead or cancelled), by the history limits "
-        "(successfulJobsHistoryLimit, failedJobsHistoryLimit), and the open ones. "
-        "The counts above include every run.",
+        "(successfulJobsHistoryLimit, failedJobsHistoryLimit), and the open ones; the "
+        "schedule's counted runs include every run.",
         class_="muted",
     )
 
@@ -917,12 +918,12 @@ def schedule(ctx: Context, page: reads.ScheduleDetail) -> Html:
         el("h3", "Jobs ended per minute, by outcome"),
         jobs_chart(page.activity),
         el("h3", "Recent jobs"),
-        kept(page),
+        kept(page.history_limits),
         run_strip(page.jobs),
         el("h2", "Spec"),
         el("pre", pretty(page.row.spec)),
         el("h2", "Recent jobs"),
-        kept(page),
+        kept(page.history_limits),
         jobs_table(page.jobs),
         el("p", el("a", "All jobs of this schedule →", href=history)),
         el("h2", "Audit"),

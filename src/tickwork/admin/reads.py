@@ -191,6 +191,9 @@ class JobsPage:
     next_before: int | None
     """Id to continue from (older jobs), when more follow."""
     orphans: list[admin_db.OrphanRow]
+    history_limits: HistoryLimits | None
+    """The history limits of the schedule filtered on (None: not one schedule, or none such):
+    how many of its finished jobs the list can show."""
 
 
 def jobs(
@@ -218,7 +221,17 @@ def jobs(
         orphans=store.run(
             conn, admin_db.orphans(settings.live_worker_seconds, MAX_ROWS, now, scope)
         ),
+        history_limits=_history_limits(conn, where.namespace, where.schedule),
     )
+
+
+def _history_limits(
+    conn: Connection, namespace: str | None, name: str | None
+) -> HistoryLimits | None:
+    if namespace is None or name is None:
+        return None
+    found = store.run(conn, schedules_db.list_schedules(namespace, name))
+    return stored_history_limits(found[0].spec) if found else None
 
 
 @dataclass(frozen=True)

@@ -53,29 +53,32 @@ BEGIN
     IF NOT EXISTS (SELECT 1 FROM new_rows WHERE status::text <> 'running') THEN
         RETURN NULL;
     END IF;
+    -- Grouped first, converted after: durations are summed as intervals and turned into
+    -- seconds once per group (date_part on each job cost a third more; extract, numeric, more).
     INSERT INTO tickwork.job_counts AS c
         (minute, schedule_namespace, schedule_name, queue, kind, outcome, shard,
          jobs, timed, run_seconds, lagged, lag_seconds, max_lag_seconds)
-    SELECT date_trunc('minute', e.ended_at), e.namespace, e.name, e.queue, e.kind, e.outcome,
-           pg_backend_pid(),
-           count(*), count(e.run), coalesce(sum(e.run), 0),
-           count(e.lag), coalesce(sum(e.lag), 0), max(e.lag)
+    SELECT g.minute, coalesce(g.namespace, ''), coalesce(g.name, ''), g.queue, g.kind,
+           CASE WHEN g.status = 'available' THEN 'failed' ELSE g.status::text END,
+           pg_backend_pid(), g.jobs, g.timed, coalesce(date_part('epoch', g.run), 0),
+           g.lagged, coalesce(date_part('epoch', g.lag), 0), date_part('epoch', g.max_lag)
     FROM (
-        SELECT coalesce(n.schedule_namespace, '') AS namespace,
-               coalesce(n.schedule_name, '') AS name, n.queue, n.kind,
-               CASE WHEN n.status = 'available' THEN 'failed' ELSE n.status::text END
-                   AS outcome,
-               coalesce(n.finished_at, now()) AS ended_at,
-               CASE WHEN o.status = 'running' THEN extract(
-                   epoch FROM coalesce(n.finished_at, now()) - n.started_at)::float8 END AS run,
-               extract(epoch FROM n.started_at - n.occurrence_at)::float8 AS lag
+        SELECT date_trunc('minute', coalesce(n.finished_at, now())) AS minute,
+               n.schedule_namespace AS namespace, n.schedule_name AS name, n.queue, n.kind,
+               n.status, count(*) AS jobs,
+               count(*) FILTER (WHERE o.status = 'running') AS timed,
+               sum(coalesce(n.finished_at, now()) - n.started_at)
+                   FILTER (WHERE o.status = 'running') AS run,
+               count(n.started_at - n.occurrence_at) AS lagged,
+               sum(n.started_at - n.occurrence_at) AS lag,
+               max(n.started_at - n.occurrence_at) AS max_lag
         FROM new_rows n
         JOIN old_rows o ON o.id = n.id
         WHERE o.status IS DISTINCT FROM n.status
           AND (n.status IN ('succeeded', 'dead', 'cancelled')
                OR (n.status = 'available' AND o.status = 'running' AND n.attempt = o.attempt))
-    ) AS e
-    GROUP BY 1, 2, 3, 4, 5, 6
+        GROUP BY 1, 2, 3, 4, 5, 6
+    ) AS g
     ON CONFLICT (minute, schedule_namespace, schedule_name, queue, kind, outcome, shard)
     DO UPDATE SET jobs = c.jobs + excluded.jobs,
                   timed = c.timed + excluded.timed,
