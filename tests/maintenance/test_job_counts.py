@@ -134,7 +134,7 @@ def test_every_way_a_job_ends_counts_it_once_and_nothing_else_counts(
     assert runs["other", "none"] == job_counts_db.NONE
 
 
-def test_counts_outlive_history_limits_and_age_and_go_after_the_stats_retention(
+def test_counts_outlive_history_limits_and_age_are_merged_and_go_after_the_stats_retention(
     app: tickwork.App, conn: psycopg.Connection[Any], database_url: str
 ) -> None:
     app.sync_schedules(NS, [schedule(NAME, succeeded=3, failed=1)])
@@ -154,9 +154,12 @@ def test_counts_outlive_history_limits_and_age_and_go_after_the_stats_retention(
     retain(database_url, config, now=T0 + timedelta(days=2))  # the age rule: every job
     assert job_ids(conn) == set()
     assert runs() == (10, 4)
-    # The stats retention takes the minutes older than it, the oldest first.
-    retain(database_url, config, now=T0 + timedelta(days=30, minutes=5, seconds=30))
-    assert runs() == (4, 0)  # minutes 0 to 5 went: their jobs ended at 0, 5, 60, ... 300 s
+    # Merged per hour after 6 hours, per day after 7 days: one row per outcome left.
+    retain(database_url, config, now=T0 + timedelta(days=29))
+    assert runs() == (10, 4)
+    rows = conn.execute("SELECT minute, shard FROM tickwork.job_counts").fetchall()
+    assert rows == [(T0, 0), (T0, 0)]
+    # The stats retention deletes what is older than it.
     retain(database_url, config, now=T0 + timedelta(days=31))
     assert runs() == (0, 0)
     assert scalar(conn, "SELECT count(*) FROM tickwork.job_counts") == 0
@@ -206,3 +209,56 @@ def test_the_counts_of_old_minutes_are_deleted_oldest_first_in_batches(
 def claimed_new(conn: psycopg.Connection[Any], kind: str) -> Job:
     add_job(conn, kind, scheduled=False)
     return claimed(conn, kind)
+
+
+def test_old_counts_are_merged_per_hour_then_per_day_keeping_every_sum(
+    database_url: str, conn: psycopg.Connection[Any]
+) -> None:
+    """Counts written by two connections (shards) over minutes of three hours are merged in
+    batches smaller than an hour's rows into one row per hour, then per day, under shard 0;
+    the sums and the worst lag stay; the counts younger than the age are left alone."""
+    minutes = (1, 2, 61, 62, 500)
+    with (
+        psycopg.connect(database_url, autocommit=True) as a,
+        psycopg.connect(database_url, autocommit=True) as b,
+    ):
+        for minute in minutes:
+            ended = T0 + timedelta(minutes=minute)
+            started = ended - timedelta(seconds=30)
+            for writer, lag in ((a, 5), (b, minute)):
+                conn.execute(
+                    "INSERT INTO tickwork.jobs (kind, schedule_namespace, schedule_name,"
+                    " occurrence_at, run_at) VALUES ('merged', %s, %s, %s, %s)",
+                    (NS, NAME, started - timedelta(seconds=lag), T0 - timedelta(hours=1)),
+                )
+                (job,) = claim(writer, kinds=["merged"], now=started)
+                assert store.run(writer, jobs_db.complete_jobs([job], ended))
+
+    def table() -> list[tuple[Any, ...]]:
+        return sorted(
+            conn.execute(
+                "SELECT extract(epoch FROM minute - %s)::int / 60, shard = 0, jobs, timed,"
+                " run_seconds, lagged, lag_seconds, max_lag_seconds FROM tickwork.job_counts",
+                (T0,),
+            ).fetchall()
+        )
+
+    assert len(table()) == 10 and not any(row[1] for row in table())  # a row per connection
+
+    def compact(unit: str, now: datetime) -> int:
+        moved, total = 1, 0
+        while moved:
+            moved = store.run(conn, job_counts_db.compact(unit, 3600.0, 3, now))
+            total += moved
+        return total
+
+    assert compact("hour", T0 + timedelta(minutes=130)) == 8  # minute 500 is younger
+    assert table() == [
+        (0, True, 4, 4, 120.0, 4, 5 + 1 + 5 + 2.0, 5.0),
+        (60, True, 4, 4, 120.0, 4, 5 + 61 + 5 + 62.0, 62.0),
+        (500, False, 1, 1, 30.0, 1, 5.0, 5.0),
+        (500, False, 1, 1, 30.0, 1, 500.0, 500.0),
+    ]
+    assert compact("day", T0 + timedelta(days=1)) == 3  # the day's own row stays
+    assert table() == [(0, True, 10, 10, 300.0, 10, 651.0, 500.0)]
+    assert compact("day", T0 + timedelta(days=1)) == 0

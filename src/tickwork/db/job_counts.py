@@ -127,3 +127,13 @@ def delete_old(age_seconds: float, limit: int, now: datetime | None) -> Op[int]:
         {"age_seconds": age_seconds, "limit": limit, "now": now},
         len,
     )
+
+
+def compact(unit: str, age_seconds: float, limit: int, now: datetime | None) -> Op[int]:
+    """Merge up to ``limit`` counts older than ``age_seconds`` into one row per ``unit``
+    ('hour', 'day') and group; returns how many rows were merged away."""
+    return Op(
+        "job_counts_compact",
+        {"unit": unit, "age_seconds": age_seconds, "limit": limit, "now": now},
+        lambda rows: int(rows[0]["moved"]),
+    )

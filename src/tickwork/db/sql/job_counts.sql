@@ -57,3 +57,40 @@ WITH old AS (
 )
 DELETE FROM tickwork.job_counts c USING old WHERE c.ctid = old.ctid
 RETURNING c.minute;
+
+-- name: job_counts_compact
+-- Retention: the counts older than %(age_seconds)s, of finer periods or of several shards, are
+-- merged into one row per %(unit)s (hour, day; UTC) and group, under shard 0 (which no
+-- connection writes: a pid is never 0), a batch of the oldest at a time. Writers only add to
+-- the current minute, so no writer waits for this. A period split between two batches is
+-- merged into its row by the second. Returns how many rows were merged away.
+WITH old AS (
+    SELECT ctid FROM tickwork.job_counts
+    WHERE minute < coalesce(%(now)s, now()) - make_interval(secs => %(age_seconds)s)
+      AND (shard <> 0 OR minute <> date_trunc(%(unit)s, minute, 'UTC'))
+    ORDER BY minute
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+),
+moved AS (
+    DELETE FROM tickwork.job_counts c USING old WHERE c.ctid = old.ctid
+    RETURNING c.*
+),
+merged AS (
+    INSERT INTO tickwork.job_counts AS c
+        (minute, schedule_namespace, schedule_name, queue, kind, outcome, shard,
+         jobs, timed, run_seconds, lagged, lag_seconds, max_lag_seconds)
+    SELECT date_trunc(%(unit)s, minute, 'UTC'), schedule_namespace, schedule_name, queue, kind,
+           outcome, 0, sum(jobs), sum(timed), sum(run_seconds), sum(lagged), sum(lag_seconds),
+           max(max_lag_seconds)
+    FROM moved
+    GROUP BY 1, 2, 3, 4, 5, 6
+    ON CONFLICT (minute, schedule_namespace, schedule_name, queue, kind, outcome, shard)
+    DO UPDATE SET jobs = c.jobs + excluded.jobs,
+                  timed = c.timed + excluded.timed,
+                  run_seconds = c.run_seconds + excluded.run_seconds,
+                  lagged = c.lagged + excluded.lagged,
+                  lag_seconds = c.lag_seconds + excluded.lag_seconds,
+                  max_lag_seconds = greatest(c.max_lag_seconds, excluded.max_lag_seconds)
+)
+SELECT count(*) AS moved FROM moved;
