@@ -6,7 +6,8 @@
 Loads a fresh database with ``INSERT … SELECT generate_series``: 100 schedule namespaces
 (half owned by the operator), 10,000 schedules, 1,000,000 jobs spread over 7 days (94 %
 succeeded, 2 % dead, 1 % cancelled, 1.5 % due — a third of them failing —, 1 % due later,
-0.5 % running; 30 % fired by a schedule) with their counts (tickwork.job_counts), 20 workers
+0.5 % running; 30 % fired by a schedule) with their counts (tickwork.job_counts, merged per
+hour and per day as retention merges them), 20 workers
 (15 alive, offering 80 namespaces; two kinds served by nobody) and 10,000 audit records;
 then VACUUM ANALYZE. Serves the console in-process and times each page and API endpoint over
 HTTP (an operator's bearer token), sequentially, ``--runs`` times after one warm-up: prints
@@ -34,7 +35,9 @@ from tickwork.admin import server
 from tickwork.admin.auth import Credentials, parse_credentials
 from tickwork.admin.console import Console
 from tickwork.admin.settings import AdminSettings
-from tickwork.db import migrate
+from tickwork.db import job_counts as job_counts_db
+from tickwork.db import migrate, store
+from tickwork.maintenance.retention import RetentionConfig
 
 TOKEN = "bench-operator-token-0123456789"
 TARGET_MS = 300.0
@@ -194,6 +197,12 @@ def load(url: str, jobs: int, schedules: int) -> None:
             start = time.perf_counter()
             conn.execute(statement, params)
             print(f"loaded {what} in {time.perf_counter() - start:.1f}s", flush=True)
+        start = time.perf_counter()
+        config = RetentionConfig()
+        for unit, age in (("hour", config.per_minute_seconds), ("day", config.per_hour_seconds)):
+            while store.run(conn, job_counts_db.compact(unit, age, 100_000, None)):
+                pass
+        print(f"merged old job counts in {time.perf_counter() - start:.1f}s", flush=True)
         start = time.perf_counter()
         conn.execute("VACUUM ANALYZE")
         print(f"VACUUM ANALYZE in {time.perf_counter() - start:.1f}s", flush=True)

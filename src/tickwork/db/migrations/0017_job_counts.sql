@@ -10,6 +10,10 @@
 -- a stop request honoured, lease recovery, an operator's cancel, the Replace policy, a sync's
 -- pruning. One upsert per statement, aggregated over the statement's jobs.
 --
+-- Retention merges what ages (per hour after 6 hours, per day after 7 days, under shard 0), so
+-- "minute" is the start of a minute, hour or day, and a schedule's totals read a few hundred
+-- rows per outcome, however often it runs.
+--
 -- No hot row: the key ends with shard, the backend's pid. A completion batch adds to the rows
 -- of its own connection, which no other transaction writes while it runs (a backend runs one
 -- transaction at a time), so concurrent batches of the fleet never wait for each other here;
