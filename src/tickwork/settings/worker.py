@@ -132,9 +132,9 @@ class WorkerSettings:
         checks=[positive],
     )
     stats_retention_seconds: float = setting(
-        "counts of how jobs ended (the console's charts and totals, tickwork schedules' runs), "
-        "kept per minute, are deleted after this (7776000: 90 days); history limits and "
-        "--retention-seconds never delete them",
+        "counts of how jobs ended (the console's charts and totals, tickwork schedules' runs; "
+        "per minute, merged per hour after 6 hours and per day after 7 days) are deleted after "
+        "this (7776000: 90 days); history limits and --retention-seconds never delete them",
         group=MAINTENANCE,
         default=90 * 86400.0,
         checks=[positive],
