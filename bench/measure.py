@@ -1,5 +1,6 @@
-"""Measuring helpers the benchmarks share: the claim statement timed, percentiles, and where
-the database's time goes by statement (pg_stat_statements).
+"""Measuring helpers the benchmarks share: the claim statement timed, percentiles, where
+the database's time goes by statement (pg_stat_statements), and the CPU time of a process and
+of the PostgreSQL server (from /proc).
 
 A claim is timed around one statement in its own transaction, from the client (so a round trip
 is included, as a worker sees it). ``keep=False`` rolls it back: the jobs stay available, so a
@@ -9,10 +10,13 @@ taking their jobs.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -145,3 +149,33 @@ def statements_between(before: Statements, after: Statements, top: int) -> list[
             Statement(now.name, now.calls - was.calls, now.ms - was.ms, now.buffers - was.buffers)
         )
     return sorted(spent, key=lambda s: s.ms, reverse=True)[:top]
+
+
+def process_cpu(pid: int) -> float:
+    """CPU seconds process ``pid`` has used (user and system)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def server_cpu(url: str) -> float | None:
+    """CPU seconds the PostgreSQL server has used so far (its postmaster, the children it
+    reaped and the live ones), when it runs on this host; None otherwise."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute("SELECT current_setting('data_directory')").fetchone()
+    pid_file = Path(str(row[0] if row else "")) / "postmaster.pid"
+    try:
+        postmaster = int(pid_file.read_text().split()[0])
+        stats = [Path(f"/proc/{postmaster}/stat").read_text()]
+        children = Path(f"/proc/{postmaster}/task/{postmaster}/children").read_text().split()
+    except (OSError, ValueError):
+        return None
+    for child in children:
+        with contextlib.suppress(OSError):
+            stats.append(Path(f"/proc/{child}/stat").read_text())
+    ticks = 0
+    for i, stat in enumerate(stats):  # as process_cpu does
+        fields = stat.rsplit(")", 1)[1].split()
+        ticks += int(fields[11]) + int(fields[12])  # utime, stime
+        if i == 0:
+            ticks += int(fields[13]) + int(fields[14])  # cutime, cstime: children reaped
+    return ticks / os.sysconf("SC_CLK_TCK")

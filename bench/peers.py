@@ -28,7 +28,6 @@ rate, the CPU time per job of its consumers and of the PostgreSQL server while i
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import signal
 import socket
@@ -43,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote, urlencode
 
+import measure
 import psycopg
 import servers
 from psycopg.conninfo import conninfo_to_dict
@@ -93,36 +93,6 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _cpu(pid: int) -> float:
-    """CPU seconds process ``pid`` has used (user and system)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _server_cpu(url: str) -> float | None:
-    """CPU seconds the PostgreSQL server has used so far (its postmaster, the children it
-    reaped and the live ones), when it runs on this host; None otherwise."""
-    with psycopg.connect(url, autocommit=True) as conn:
-        row = conn.execute("SELECT current_setting('data_directory')").fetchone()
-    pid_file = Path(str(row[0] if row else "")) / "postmaster.pid"
-    try:
-        postmaster = int(pid_file.read_text().split()[0])
-        stats = [Path(f"/proc/{postmaster}/stat").read_text()]
-        children = Path(f"/proc/{postmaster}/task/{postmaster}/children").read_text().split()
-    except (OSError, ValueError):
-        return None
-    for child in children:
-        with contextlib.suppress(OSError):
-            stats.append(Path(f"/proc/{child}/stat").read_text())
-    ticks = 0
-    for i, stat in enumerate(stats):  # as _cpu does
-        fields = stat.rsplit(")", 1)[1].split()
-        ticks += int(fields[11]) + int(fields[12])  # utime, stime
-        if i == 0:
-            ticks += int(fields[13]) + int(fields[14])  # cutime, cstime: children reaped
-    return ticks / os.sysconf("SC_CLK_TCK")
-
-
 def _empty(url: str, *tables: str) -> None:
     """Empty ``tables`` and have them vacuumed and analysed (empty), as autovacuum leaves the
     tables of a running system: the planner then knows their size instead of guessing it for
@@ -158,12 +128,14 @@ class Meter:
     def __init__(self, url: str, consumers: list[subprocess.Popen[bytes]]) -> None:
         self.url = url
         self.pids = [p.pid for p in consumers]
-        self.consumers = sum(_cpu(pid) for pid in self.pids)
-        self.server = _server_cpu(url)
+        self.consumers = sum(measure.process_cpu(pid) for pid in self.pids)
+        self.server = measure.server_cpu(url)
 
     def result(self, label: str, jobs: int, seconds: float) -> Result:
-        consumers_us = (sum(_cpu(pid) for pid in self.pids) - self.consumers) / jobs * 1e6
-        server, server_us = _server_cpu(self.url), None
+        consumers_us = (
+            (sum(measure.process_cpu(pid) for pid in self.pids) - self.consumers) / jobs * 1e6
+        )
+        server, server_us = measure.server_cpu(self.url), None
         if server is not None and self.server is not None:
             server_us = (server - self.server) / jobs * 1e6
         return Result(label, jobs / seconds, consumers_us, server_us)

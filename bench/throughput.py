@@ -3,13 +3,16 @@
     python bench/throughput.py --jobs 100000 --processes 2
     python bench/throughput.py --metrics off                 # the workers record no job metrics
     python bench/throughput.py --compare 3                   # off, on, off, on, ...: the cost
+    python bench/throughput.py --compare 5 --cost counts     # the job counts' trigger off, on
 
 Runs on a database of its own: on the server of ``--database-url``, or on a private PostgreSQL
 with its default durability (see servers.py). Prints the enqueue
-rate, the drain rate (jobs/s from the first claim to the last success) and the workers' CPU
-time per job (their start-up included); with --compare, the medians of both with job metrics
-off and on, and what metrics cost. On a shared machine the CPU time per job is the steadier
-figure: other processes slow the drain rate, not the work the workers do per job.
+rate, the drain rate (jobs/s from the first claim to the last success), the workers' CPU
+time per job (their start-up included) and the PostgreSQL server's CPU time per job while
+they drained (when it runs on this host); with --compare, the medians of them with job metrics
+(or, with --cost counts, the trigger jobs_counted that writes tickwork.job_counts, disabled
+for the "off" rounds) off and on, and what they cost. On a shared machine the CPU times per
+job are the steadier figures: other processes slow the drain rate, not the work done per job.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import signal
 import statistics
 import time
 
+import measure
 import psycopg
 import servers
 
@@ -80,12 +84,21 @@ def _children_cpu() -> float:
 
 
 def run(
-    url: str, jobs: int, processes: int, concurrency: int, batch: int, with_metrics: bool
-) -> tuple[float, float]:
-    """One round; returns the drain rate (jobs/s) and the workers' CPU µs per job."""
+    url: str,
+    jobs: int,
+    processes: int,
+    concurrency: int,
+    batch: int,
+    with_metrics: bool,
+    counted: bool = True,
+) -> tuple[float, float, float | None]:
+    """One round; returns the drain rate (jobs/s), the workers' CPU µs per job and the
+    server's (None: not on this host). ``counted``: the trigger jobs_counted is enabled."""
     migrate.apply(url)
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("TRUNCATE tickwork.jobs")
+        conn.execute("TRUNCATE tickwork.jobs, tickwork.job_counts")
+        switch = "ENABLE" if counted else "DISABLE"
+        conn.execute(f"ALTER TABLE tickwork.jobs {switch} TRIGGER jobs_counted")
     app = _app(url)
     started = time.perf_counter()
     for offset in range(0, jobs, 10_000):
@@ -94,7 +107,7 @@ def run(
     app.close()
     print(f"enqueue: {jobs} jobs in {enqueue_s:.2f}s = {jobs / enqueue_s:,.0f} jobs/s")
 
-    cpu_before = _children_cpu()
+    cpu_before, server_before = _children_cpu(), measure.server_cpu(url)
     ctx = multiprocessing.get_context("spawn")
     workers = [
         ctx.Process(target=_serve, args=(url, f"bench-{i}", concurrency, batch, with_metrics))
@@ -111,42 +124,59 @@ def run(
         ).fetchone()
     assert row is not None
     drain_s, succeeded = float(row[0]), int(row[1])
+    server_after = measure.server_cpu(url)
     for p in workers:
         os.kill(p.pid or 0, signal.SIGTERM)
     for p in workers:
         p.join()
     rate = succeeded / drain_s
     cpu_us = (_children_cpu() - cpu_before) / succeeded * 1e6
+    server_us = None
+    if server_before is not None and server_after is not None:
+        server_us = (server_after - server_before) / succeeded * 1e6
+    server = "" if server_us is None else f"; server CPU {server_us:.1f} µs/job"
     print(
         f"drain: P={processes} concurrency={concurrency} batch={batch} "
-        f"metrics={'on' if with_metrics else 'off'}: {succeeded} of {jobs} "
-        f"jobs succeeded in {drain_s:.2f}s = {rate:,.0f} jobs/s; "
-        f"worker CPU {cpu_us:.1f} µs/job"
+        f"metrics={'on' if with_metrics else 'off'} counts={'on' if counted else 'off'}: "
+        f"{succeeded} of {jobs} jobs succeeded in {drain_s:.2f}s = {rate:,.0f} jobs/s; "
+        f"worker CPU {cpu_us:.1f} µs/job{server}"
     )
-    return rate, cpu_us
+    return rate, cpu_us, server_us
 
 
-def compare(url: str, rounds: int, jobs: int, processes: int, concurrency: int, batch: int) -> None:
-    """Alternate rounds with job metrics off and on; print the medians and the cost."""
-    results: dict[bool, list[tuple[float, float]]] = {False: [], True: []}
+def compare(
+    url: str, rounds: int, jobs: int, processes: int, concurrency: int, batch: int, cost: str
+) -> None:
+    """Alternate rounds with ``cost`` (job metrics, or the job counts' trigger) off and on;
+    print the medians and the cost."""
+    results: dict[bool, list[tuple[float, float, float | None]]] = {False: [], True: []}
     for _ in range(rounds):
-        for with_metrics in (False, True):
-            results[with_metrics].append(
-                run(url, jobs, processes, concurrency, batch, with_metrics)
-            )
+        for on in (False, True):
+            metrics_on, counted = (on, True) if cost == "metrics" else (True, on)
+            results[on].append(run(url, jobs, processes, concurrency, batch, metrics_on, counted))
     off, on = (statistics.median(r[0] for r in results[m]) for m in (False, True))
     cpu_off, cpu_on = (statistics.median(r[1] for r in results[m]) for m in (False, True))
-    print(
-        f"median of {rounds}: drain rate off {off:,.0f} jobs/s, on {on:,.0f} jobs/s: "
-        f"on/off = {on / off:.3f} (cost {100 * (1 - on / off):+.1f}%); "
+    line = (
+        f"median of {rounds}, {cost} off vs on: drain rate off {off:,.0f} jobs/s, "
+        f"on {on:,.0f} jobs/s: on/off = {on / off:.3f} (cost {100 * (1 - on / off):+.1f}%); "
         f"worker CPU off {cpu_off:.1f} µs/job, on {cpu_on:.1f} µs/job "
         f"(cost {100 * (cpu_on / cpu_off - 1):+.1f}%)"
     )
+    servers_us = [[r[2] for r in results[m] if r[2] is not None] for m in (False, True)]
+    if all(servers_us):
+        s_off, s_on = (statistics.median(values) for values in servers_us)
+        line += (
+            f"; server CPU off {s_off:.1f} µs/job, on {s_on:.1f} µs/job "
+            f"(cost {100 * (s_on / s_off - 1):+.1f}%)"
+        )
+    print(line)
 
 
 def _main(url: str, args: argparse.Namespace) -> None:
     if args.compare:
-        compare(url, args.compare, args.jobs, args.processes, args.concurrency, args.batch)
+        compare(
+            url, args.compare, args.jobs, args.processes, args.concurrency, args.batch, args.cost
+        )
     else:
         run(url, args.jobs, args.processes, args.concurrency, args.batch, args.metrics == "on")
 
@@ -170,7 +200,14 @@ def main() -> None:
         type=int,
         default=0,
         metavar="ROUNDS",
-        help="run ROUNDS rounds each with metrics off and on, alternating; print the cost",
+        help="run ROUNDS rounds each with --cost off and on, alternating; print the cost",
+    )
+    parser.add_argument(
+        "--cost",
+        choices=("metrics", "counts"),
+        default="metrics",
+        help="what --compare turns off and on: the workers' job metrics (default), or the "
+        "trigger jobs_counted that counts how jobs end (tickwork.job_counts)",
     )
     servers.add_arguments(parser)
     args = parser.parse_args()

@@ -1,6 +1,7 @@
 """The overview's charts: server-rendered SVG of the jobs finished in the last 3 hours per
-minute by outcome, and of the scheduled jobs' start lag; narrowed by queue and namespace;
-empty-safe. Jobs are finished by hand at chosen instants before the test's clock."""
+minute (the last 180 minutes, the clock's own last) by outcome, and of the scheduled jobs'
+start lag; narrowed by queue and namespace; empty-safe. Jobs are finished by hand at chosen
+instants before the test's clock."""
 
 from __future__ import annotations
 
@@ -34,25 +35,25 @@ async def test_the_charts_draw_the_finished_jobs_per_minute_and_the_lag(
     app: tickwork.App, client: TestClient, conn: psycopg.Connection[Any]
 ) -> None:
     for _ in range(3):
-        admin_helpers.finish(app, conn, "succeeded", 10 * 60 - 5)  # 23:50Z: slot 170 of 180
+        admin_helpers.finish(app, conn, "succeeded", 10 * 60 - 5)  # 23:50Z: slot 169 of 180
     admin_helpers.finish(app, conn, "dead", 10 * 60 - 5)
-    admin_helpers.finish(app, conn, "cancelled", 2 * 60 - 5, queue="fast")  # 23:58Z: slot 178
+    admin_helpers.finish(app, conn, "cancelled", 2 * 60 - 5, queue="fast")  # 23:58Z: slot 177
     admin_helpers.finish(app, conn, "succeeded", 2 * 60 - 5, queue="fast", lag=30)
     admin_helpers.finish(app, conn, "succeeded", 2 * 60 - 5, lag=90)
     admin_helpers.finish(app, conn, "succeeded", 4 * 3600)  # before the window
     page = await overview(client)
 
     succeeded = bars(page, "succeeded")
-    assert [(b["x"], b["height"]) for b in succeeded] == [("680", "90.0"), ("712", "60.0")]
+    assert [(b["x"], b["height"]) for b in succeeded] == [("676", "90.0"), ("708", "60.0")]
     assert succeeded[0]["title"] == "23:50Z: 3 succeeded"
     (dead,) = bars(page, "dead")
-    assert (dead["x"], dead["y"], dead["height"]) == ("680", "0.0", "30.0")  # on top: peak 4
+    assert (dead["x"], dead["y"], dead["height"]) == ("676", "0.0", "30.0")  # on top: peak 4
     (cancelled,) = bars(page, "cancelled")
-    assert (cancelled["x"], cancelled["height"], cancelled["y"]) == ("712", "30.0", "30.0")
+    assert (cancelled["x"], cancelled["height"], cancelled["y"]) == ("708", "30.0", "30.0")
     (lag,) = bars(page, "lag")
-    assert (lag["x"], lag["height"]) == ("712", "120.0")
+    assert (lag["x"], lag["height"]) == ("708", "120.0")
     assert lag["title"] == "23:58Z: worst 90.0 s, mean 60.0 s"
-    assert ">21:00Z</text>" in page and ">00:00Z</text>" in page
+    assert ">21:01Z</text>" in page and ">00:01Z</text>" in page
 
     fast = await overview(client, "?queue=fast")
     assert [b["height"] for b in bars(fast, "succeeded")] == ["60.0"]
@@ -64,7 +65,7 @@ async def test_the_charts_draw_the_finished_jobs_per_minute_and_the_lag(
     response = await client.get("/api/overview?queue=fast", headers=OPERATOR)
     slots = (await response.json())["activity"]["slots"]
     assert [(s["slot"], s["succeeded"], s["cancelled"], s["max_lag"]) for s in slots] == [
-        (178, 1, 1, 30.0)
+        (177, 1, 1, 30.0)
     ]
 
 

@@ -16,7 +16,9 @@ from tickwork.admin.auth import Namespaces, Role
 from tickwork.admin.html import Child, Html, el, join, link, path
 from tickwork.admin.security import CSRF_FIELD
 from tickwork.db import admin as admin_db
+from tickwork.db import job_counts as job_counts_db
 from tickwork.model import Job, JobStatus
+from tickwork.schedules.definition import HistoryLimits
 from tickwork.worker import executor
 
 FLASH = {
@@ -535,6 +537,22 @@ def _firing_error(s: admin_db.ScheduleSummary) -> Html | None:
     )
 
 
+def _runs(c: job_counts_db.RunCounts) -> Html:
+    """A schedule's counted runs, titled with them by outcome."""
+    title = (
+        f"{c.succeeded} succeeded, {c.dead} dead, {c.cancelled} cancelled; "
+        f"{c.failed_attempts} failed attempts retried"
+    )
+    return el("span", c.runs, title=title)
+
+
+def _rate(c: job_counts_db.RunCounts) -> Html:
+    """Succeeded over ended, as a percentage; "none" when none ended."""
+    if c.success_rate is None:
+        return el("span", "none", class_="muted")
+    return el("span", f"{c.success_rate:.1%}", class_="ok" if c.failed == 0 else "warn")
+
+
 def schedules(ctx: Context, page: reads.SchedulesPage) -> Html:
     spaces = table(
         [
@@ -573,6 +591,8 @@ def schedules(ctx: Context, page: reads.SchedulesPage) -> Html:
             when(s.next_run_at),
             when(s.last_occurrence_at),
             join(job_link(s.last_job_id), " ", status(s.last_job_status)),
+            _runs(s.runs),
+            _rate(s.runs),
             when(s.last_success_at),
             when(s.last_failure_at),
             s.skipped_occurrences,
@@ -613,6 +633,8 @@ def schedules(ctx: Context, page: reads.SchedulesPage) -> Html:
                 "next run",
                 "last occurrence",
                 "last job",
+                "runs",
+                "success",
                 "last success",
                 "last failure",
                 "skipped",
@@ -701,6 +723,7 @@ def jobs(ctx: Context, page: reads.JobsPage) -> Html:
         ctx,
         "Jobs",
         _job_filter_form(page.filter),
+        None if page.history_limits is None else kept(page.history_limits),
         jobs_table(page.jobs),
         el("p", more, class_="pager"),
         el("h2", "Orphan kinds", id="orphans"),
@@ -831,6 +854,36 @@ def run_strip(jobs: Sequence[admin_db.JobSummary]) -> Html:
     return el("ol", cells, class_="strip", aria_label="recent runs, oldest first")
 
 
+def run_counts(page: reads.ScheduleDetail) -> Html:
+    """The schedule's counted runs (never cut by the history limits or retention)."""
+    c = page.summary.runs
+    if c.since is None:
+        return el("p", "No run of this schedule has ended yet.", class_="muted")
+    rate = "" if c.success_rate is None else f" ({c.success_rate:.1%} succeeded)"
+    mean = "" if c.mean_seconds is None else f"; mean run time {c.mean_seconds:.3g} s"
+    return el(
+        "p",
+        el("strong", f"{c.runs} runs"),
+        f"{rate}: {c.succeeded} succeeded, {c.dead} dead, {c.cancelled} cancelled; "
+        f"{c.failed_attempts} failed attempts retried{mean}. Counted since ",
+        when(c.since),
+        ".",
+        class_="counts",
+    )
+
+
+def kept(limits: HistoryLimits) -> Html:
+    """How many of a schedule's finished jobs a list of its jobs can show."""
+    return el(
+        "p",
+        f"Showing the jobs retention keeps: the last {limits.succeeded} succeeded and "
+        f"{limits.failed} failed (dead or cancelled), by the history limits "
+        "(successfulJobsHistoryLimit, failedJobsHistoryLimit), and the open ones; the "
+        "schedule's counted runs include every run.",
+        class_="muted",
+    )
+
+
 def schedule(ctx: Context, page: reads.ScheduleDetail) -> Html:
     s = page.summary
     facts: list[tuple[str, Child]] = [
@@ -874,10 +927,16 @@ def schedule(ctx: Context, page: reads.ScheduleDetail) -> Html:
         el("h2", "Next occurrences"),
         upcoming(page),
         el("h2", "Run history"),
+        run_counts(page),
+        el("h3", "Jobs ended per minute, by outcome"),
+        jobs_chart(page.activity),
+        el("h3", "Recent jobs"),
+        kept(page.history_limits),
         run_strip(page.jobs),
         el("h2", "Spec"),
         el("pre", pretty(page.row.spec)),
         el("h2", "Recent jobs"),
+        kept(page.history_limits),
         jobs_table(page.jobs),
         el("p", el("a", "All jobs of this schedule →", href=history)),
         el("h2", "Audit"),

@@ -8,12 +8,13 @@ what is in it, and asking for anything outside it (a namespace, a schedule, a jo
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from tickwork.admin.settings import AdminSettings
 from tickwork.db import admin as admin_db
 from tickwork.db import clock as clock_db
+from tickwork.db import job_counts as job_counts_db
 from tickwork.db import jobs as jobs_db
 from tickwork.db import schedules as schedules_db
 from tickwork.db import store
@@ -22,7 +23,7 @@ from tickwork.db.connections import Connection
 from tickwork.errors import JobNotFound, ScheduleNotFound
 from tickwork.model import Job
 from tickwork.schedules import occurrences
-from tickwork.schedules.definition import IntervalMode
+from tickwork.schedules.definition import HistoryLimits, IntervalMode, stored_history_limits
 from tickwork.transitions import job_target
 
 ERROR_CHARS = 300
@@ -32,7 +33,7 @@ MAX_ROWS = 1000
 """Most workers, queues, namespaces and orphan kinds listed."""
 RECENT_AUDIT = 10
 CHART_WINDOW_SECONDS = 3 * 3600
-"""The overview's charts: jobs finished in the last 3 hours, per minute."""
+"""The charts: jobs that ended in the last 3 hours, per minute (the current one last)."""
 CHART_STEP_SECONDS = 60
 
 
@@ -53,16 +54,51 @@ def schedule_target(namespace: str, name: str) -> str:
 
 @dataclass(frozen=True)
 class Activity:
-    """The charts' data: jobs finished from ``since`` on, per step, of one queue and one
-    namespace when given."""
+    """The charts' data: jobs that ended from ``since`` on, per step, of one queue, one
+    namespace and one schedule when given; counted (``tickwork.job_counts``), so the jobs that
+    retention or history limits deleted are in it."""
 
     since: datetime
     step_seconds: int
     steps: int
     queue: str | None
     namespace: str | None
-    slots: list[admin_db.ActivitySlot]
-    """Only the steps in which some job finished, oldest first."""
+    slots: list[job_counts_db.ActivitySlot]
+    """Only the steps in which some job ended, oldest first."""
+
+
+def activity(
+    conn: Connection,
+    now: datetime,
+    scope: admin_db.Scope,
+    *,
+    queue: str | None,
+    namespace: str | None,
+    schedule: str | None = None,
+) -> Activity:
+    """The last :data:`CHART_WINDOW_SECONDS` up to ``now``'s minute, per minute."""
+    minute = now.replace(second=0, microsecond=0)
+    since = minute + timedelta(seconds=CHART_STEP_SECONDS - CHART_WINDOW_SECONDS)
+    slots = store.run(
+        conn,
+        job_counts_db.activity(
+            since,
+            CHART_WINDOW_SECONDS,
+            CHART_STEP_SECONDS,
+            queue=queue,
+            namespace=namespace,
+            schedule=schedule,
+            scope=scope,
+        ),
+    )
+    return Activity(
+        since=since,
+        step_seconds=CHART_STEP_SECONDS,
+        steps=CHART_WINDOW_SECONDS // CHART_STEP_SECONDS,
+        queue=queue,
+        namespace=namespace,
+        slots=slots,
+    )
 
 
 @dataclass(frozen=True)
@@ -90,28 +126,10 @@ def overview(
         require(scope, namespace, f"namespace {namespace}")
     totals = store.run(conn, admin_db.totals(now, scope))
     live, window = settings.live_worker_seconds, settings.throughput_window_seconds
-    slots = store.run(
-        conn,
-        admin_db.activity(
-            CHART_WINDOW_SECONDS,
-            CHART_STEP_SECONDS,
-            now,
-            queue=queue,
-            namespace=namespace,
-            scope=scope,
-        ),
-    )
     return Overview(
         now=totals.now,
         totals=totals,
-        activity=Activity(
-            since=totals.now - timedelta(seconds=CHART_WINDOW_SECONDS),
-            step_seconds=CHART_STEP_SECONDS,
-            steps=CHART_WINDOW_SECONDS // CHART_STEP_SECONDS,
-            queue=queue,
-            namespace=namespace,
-            slots=slots,
-        ),
+        activity=activity(conn, totals.now, scope, queue=queue, namespace=namespace),
         workers=store.run(conn, admin_db.workers(live, MAX_ROWS, now, scope)),
         queues=store.run(conn, admin_db.queues(window, MAX_ROWS, now, scope)),
         orphans=store.run(conn, admin_db.orphans(live, MAX_ROWS, now, scope)),
@@ -119,6 +137,14 @@ def overview(
             conn, admin_db.audit(None, before=None, limit=RECENT_AUDIT, scope=scope)
         ),
     )
+
+
+def with_runs(
+    conn: Connection, rows: list[admin_db.ScheduleSummary]
+) -> list[admin_db.ScheduleSummary]:
+    """``rows`` with their counted runs (``tickwork.job_counts``)."""
+    counts = store.run(conn, job_counts_db.of_schedules((r.namespace, r.name) for r in rows))
+    return [replace(r, runs=counts[r.namespace, r.name]) for r in rows]
 
 
 @dataclass(frozen=True)
@@ -146,7 +172,7 @@ def schedules(
         conn, admin_db.schedules(namespace=namespace, after=after, limit=size + 1, scope=scope)
     )
     more = len(rows) > size
-    rows = rows[:size]
+    rows = with_runs(conn, rows[:size])
     return SchedulesPage(
         namespace=namespace,
         namespaces=store.run(
@@ -165,6 +191,9 @@ class JobsPage:
     next_before: int | None
     """Id to continue from (older jobs), when more follow."""
     orphans: list[admin_db.OrphanRow]
+    history_limits: HistoryLimits | None
+    """The history limits of the schedule filtered on (None: not one schedule, or none such):
+    how many of its finished jobs the list can show."""
 
 
 def jobs(
@@ -192,7 +221,17 @@ def jobs(
         orphans=store.run(
             conn, admin_db.orphans(settings.live_worker_seconds, MAX_ROWS, now, scope)
         ),
+        history_limits=_history_limits(conn, where.namespace, where.schedule),
     )
+
+
+def _history_limits(
+    conn: Connection, namespace: str | None, name: str | None
+) -> HistoryLimits | None:
+    if namespace is None or name is None:
+        return None
+    found = store.run(conn, schedules_db.list_schedules(namespace, name))
+    return stored_history_limits(found[0].spec) if found else None
 
 
 @dataclass(frozen=True)
@@ -247,6 +286,10 @@ class ScheduleDetail:
     """Its next occurrences after now, in its zone, as ``tickwork preview`` computes them."""
     no_upcoming: str | None
     """Why none are listed (a fixed-delay interval, a spec this version cannot read)."""
+    activity: Activity
+    """Its jobs that ended in the charts' window, per minute (counted)."""
+    history_limits: HistoryLimits
+    """How many of its finished jobs retention keeps: the rows ``jobs`` can show."""
     jobs: list[admin_db.JobSummary]
     audit: list[admin_db.AuditRow]
 
@@ -288,13 +331,16 @@ def schedule(
         conn, admin_db.namespaces(namespace, settings.live_worker_seconds, 1, now, None)
     )
     history = admin_db.JobFilter(namespace=namespace, schedule=name)
-    next_ones, why = upcoming(rows[0], store.run(conn, clock_db.database_now(now)))
+    instant = store.run(conn, clock_db.database_now(now))
+    next_ones, why = upcoming(rows[0], instant)
     return ScheduleDetail(
-        summary=summaries[0],
+        summary=with_runs(conn, summaries)[0],
         row=rows[0],
         namespace=spaces[0],
         upcoming=next_ones,
         no_upcoming=why,
+        activity=activity(conn, instant, None, queue=None, namespace=namespace, schedule=name),
+        history_limits=stored_history_limits(rows[0].spec),
         jobs=store.run(
             conn,
             admin_db.jobs(

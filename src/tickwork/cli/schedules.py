@@ -19,6 +19,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from tickwork.cli import common, output
+from tickwork.db import job_counts as job_counts_db
+from tickwork.db import schedules as schedules_db
+from tickwork.db import store
+from tickwork.db.job_counts import RunCounts
 from tickwork.db.schedules import ScheduleRow
 from tickwork.errors import InvalidInput
 from tickwork.schedules import manifests, occurrences, operations, tenancy
@@ -101,7 +105,11 @@ def _register_schedules(subcommands: common.Subcommands) -> None:
     parser = subcommands.add_parser(
         "schedules",
         help="list schedules",
-        description="List schedules, enabled or not, by namespace and name.",
+        description="List schedules, enabled or not, by namespace and name, with their "
+        "counted runs: every job that ended (RUNS), those that succeeded, and those that "
+        "failed (dead or cancelled), counted when they ended, so history limits and "
+        "retention, which delete jobs, do not lower them (kept --stats-retention-seconds, "
+        "90 days by default).",
     )
     parser.add_argument("--namespace", metavar="NS", help="only this schedule namespace")
     common.add_database_url(parser)
@@ -287,6 +295,9 @@ SCHEDULE_HEADERS = (
     "NEXT RUN",
     "LAST OCCURRENCE",
     "LAST JOB",
+    "RUNS",
+    "SUCCEEDED",
+    "FAILED",
     "SKIPPED",
     "OWNER",
     "FIRING ERROR",
@@ -294,20 +305,23 @@ SCHEDULE_HEADERS = (
 
 
 def list_schedules(args: argparse.Namespace, env: common.Env) -> int:
-    with common.app(args, env) as app:
-        rows = app.list_schedules(args.namespace)
+    with common.app(args, env) as app, app.connection() as conn:
+        rows = store.run(conn, schedules_db.list_schedules(args.namespace))
+        counts = store.run(conn, job_counts_db.of_schedules((r.namespace, r.name) for r in rows))
     if args.output == "json":
-        print(output.dumps([schedule_object(row) for row in rows]))
+        print(output.dumps([schedule_object(row, counts[row.namespace, row.name]) for row in rows]))
     elif rows:
-        print(output.table(SCHEDULE_HEADERS, [_schedule_row(row) for row in rows]))
+        table = [_schedule_row(row, counts[row.namespace, row.name]) for row in rows]
+        print(output.table(SCHEDULE_HEADERS, table))
     else:
         print("no schedules found")
     return 0
 
 
-def schedule_object(row: ScheduleRow) -> Mapping[str, Any]:
-    """A schedule as the ``-o json`` contract describes it; the history limits are those
-    retention applies (CronJob's defaults for a spec stored before they existed)."""
+def schedule_object(row: ScheduleRow, runs: RunCounts) -> Mapping[str, Any]:
+    """A schedule as the ``-o json`` contract describes it, with its counted ``runs``; the
+    history limits are those retention applies (CronJob's defaults for a spec stored before
+    they existed)."""
     history = stored_history_limits(row.spec)
     return {
         "namespace": row.namespace,
@@ -333,10 +347,19 @@ def schedule_object(row: ScheduleRow) -> Mapping[str, Any]:
         "firing_retry_at": output.iso(row.firing_retry_at),
         "successful_jobs_history_limit": history.succeeded,
         "failed_jobs_history_limit": history.failed,
+        "total_runs": runs.runs,
+        "succeeded_runs": runs.succeeded,
+        "failed_runs": runs.failed,
+        "dead_runs": runs.dead,
+        "cancelled_runs": runs.cancelled,
+        "failed_attempts": runs.failed_attempts,
+        "success_rate": runs.success_rate,
+        "mean_run_seconds": runs.mean_seconds,
+        "runs_counted_since": output.iso(runs.since),
     }
 
 
-def _schedule_row(row: ScheduleRow) -> tuple[Any, ...]:
+def _schedule_row(row: ScheduleRow, runs: RunCounts) -> tuple[Any, ...]:
     state = "disabled" if not row.enabled else "suspended" if row.suspend else "active"
     if state == "active" and row.firing_error is not None:
         state = "failing"
@@ -354,6 +377,9 @@ def _schedule_row(row: ScheduleRow) -> tuple[Any, ...]:
         row.next_run_at,
         row.last_occurrence_at,
         last_job,
+        runs.runs,
+        runs.succeeded,
+        runs.failed,
         row.skipped_occurrences,
         row.owner,
         row.firing_error,

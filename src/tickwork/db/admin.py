@@ -1,10 +1,11 @@
 """The admin console's read models: page-shaped rows that join several tables (a worker with
 its running jobs, a schedule with its last job and failure, a namespace with its counts) or
-aggregate one for a page (queues, activity). They stay together here, on the read side,
+aggregate one for a page (queues). They stay together here, on the read side,
 because each serves one page of the console and is shaped by it, not by a table; their SQL is
 in ``jobs.sql`` when it reads the jobs table (as every query on it is), else in ``admin.sql``.
 Mapped from the columns by name. Reads are bounded (a LIMIT, keyset pages). The console's
-writes are the table modules' (``jobs``, ``schedules``, ``audit``).
+writes are the table modules' (``jobs``, ``schedules``, ``audit``); what it counts of ended
+jobs (charts, totals) comes from ``job_counts``.
 
 Reads take a ``scope``: the schedule namespaces the caller may see (None: all). Scoped, they
 count and list only jobs of those namespaces' schedules (never jobs enqueued outside any
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from tickwork.db import job_counts
 from tickwork.db.store import Op, Row
 from tickwork.model import JobId, JobStatus
 
@@ -96,44 +98,6 @@ def queues(
         lambda rows: [
             QueueRow(row["queue"], *(int(row[c]) for c in _QUEUE_COUNTS)) for row in rows
         ],
-    )
-
-
-@dataclass(frozen=True)
-class ActivitySlot:
-    """The jobs finished in one step of the charts' window."""
-
-    slot: int
-    """Steps since the window's start."""
-    succeeded: int
-    dead: int
-    cancelled: int
-    mean_lag: float | None
-    """Seconds from occurrence to start, of the scheduled jobs (None: none finished)."""
-    max_lag: float | None
-
-
-def activity(
-    window_seconds: float,
-    step_seconds: float,
-    now: datetime | None,
-    *,
-    queue: str | None,
-    namespace: str | None,
-    scope: Scope,
-) -> Op[list[ActivitySlot]]:
-    """Jobs finished in the last ``window_seconds``, per step (only steps with any)."""
-    return Op(
-        "job_activity",
-        {
-            "window_seconds": window_seconds,
-            "step_seconds": step_seconds,
-            "now": now,
-            "queue": queue,
-            "namespace": namespace,
-            "scope": _scope(scope),
-        },
-        lambda rows: [ActivitySlot(**row) for row in rows],
     )
 
 
@@ -232,6 +196,9 @@ class ScheduleSummary:
     """Why its last firing failed (None: it worked); it waits until ``firing_retry_at``."""
     firing_failures: int
     firing_retry_at: datetime | None
+    runs: job_counts.RunCounts = job_counts.NONE
+    """Its counted runs (``tickwork.job_counts``), which the console adds to what
+    :func:`schedules` reads."""
 
 
 def _schedule(row: Row) -> ScheduleSummary:

@@ -18,6 +18,7 @@ def fleet_duties(settings: WorkerSettings, meters: metrics.JobMeters) -> list[Se
             retention.RetentionConfig(
                 interval=every,
                 age_seconds=settings.retention_seconds,
+                stats_age_seconds=settings.stats_retention_seconds,
                 batch=settings.retention_batch,
             )
         ),

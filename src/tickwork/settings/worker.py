@@ -140,8 +140,16 @@ class WorkerSettings:
         default=7 * 86400.0,
         checks=[positive],
     )
+    stats_retention_seconds: float = setting(
+        "counts of how jobs ended (the console's charts and totals, tickwork schedules' runs; "
+        "per minute, merged per hour after 6 hours and per day after 7 days) are deleted after "
+        "this (7776000: 90 days); history limits and --retention-seconds never delete them",
+        group=MAINTENANCE,
+        default=90 * 86400.0,
+        checks=[positive],
+    )
     retention_batch: int = setting(
-        "jobs deleted per retention statement",
+        "jobs (and counts) deleted per retention statement",
         group=MAINTENANCE,
         default=1000,
         checks=[at_least(1)],
