@@ -20,8 +20,11 @@ from pathlib import Path
 import psycopg
 import pytest
 
+import tickwork
+
 ROOT = Path(__file__).resolve().parents[2]
 TICKWORK = str(Path(sys.executable).parent / "tickwork")
+SRC = Path(tickwork.__file__).resolve().parents[1]
 FILE_BLOCK = re.compile(r"`([\w/.-]+\.(?:py|yaml))`:\n\n```(?:python|yaml)\n(.*?)```", re.S)
 SH_BLOCK = re.compile(r"```sh\n(.*?)```", re.S)
 
@@ -51,7 +54,9 @@ class Shell:
         self.cwd = cwd
         self.database_url = database_url
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("TICKWORK_")}
-        self.env["PYTHONPATH"] = str(cwd)
+        # The reader's directory (tasks.py), then the tickwork under test: the console script
+        # would otherwise import whichever checkout is installed, not this one.
+        self.env["PYTHONPATH"] = os.pathsep.join((str(cwd), str(SRC)))
 
     def argv(self, command: str) -> list[str]:
         argv = shlex.split(command)

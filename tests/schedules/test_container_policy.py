@@ -325,6 +325,11 @@ def test_every_covering_policy_must_allow_the_pod() -> None:
         ),
         ({"allowPrivileged": "yes"}, "spec.containers.allowPrivileged: must be true or false"),
         ({"allowHostPID": True}, "spec.containers.allowHostPID: unknown field"),
+        (
+            {"allowedImagePrefix": ["r.io/"]},
+            "spec.containers.allowedImagePrefix: unknown field"
+            " (did you mean `allowedImagePrefixes`?)",
+        ),
     ],
 )
 def test_a_bad_containers_section_names_the_field(containers: Any, message: str) -> None:

@@ -17,6 +17,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from tickwork.errors import did_you_mean
 from tickwork.schedules import images, limits
 
 POD = "spec.jobTemplate.spec.template.spec"
@@ -65,7 +66,8 @@ def parse(value: Any) -> ContainerRules:
                 raise ValueError(f"containers.{key}: must be true or false")
             found[_SWITCHES[key]] = bool(item)
         else:
-            raise ValueError(f"containers.{key}: unknown field")
+            hint = did_you_mean(key, [*_LISTS, *_SWITCHES]) if isinstance(key, str) else ""
+            raise ValueError(f"containers.{key}: unknown field{hint}")
     for index, prefix in enumerate(found.get("image_prefixes", ())):
         reason = images.prefix_problem(prefix)
         if reason is not None:

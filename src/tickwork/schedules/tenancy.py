@@ -30,7 +30,7 @@ from typing import Any
 
 import yaml
 
-from tickwork.errors import TickworkError
+from tickwork.errors import TickworkError, did_you_mean
 from tickwork.schedules import container_policy, limits
 from tickwork.schedules.container_policy import ContainerRules
 from tickwork.schedules.definition import ScheduleDefinition
@@ -226,7 +226,8 @@ def _name(document: Mapping[str, Any]) -> str:
 def _from_spec(name: str, spec: Mapping[str, Any]) -> TenantPolicy:
     for key in spec:
         if key not in _SPEC_FIELDS:
-            raise PolicyError(f"spec.{key}: unknown field")
+            hint = did_you_mean(key, _SPEC_FIELDS) if isinstance(key, str) else ""
+            raise PolicyError(f"spec.{key}: unknown field{hint}")
 
     def patterns(field: str) -> tuple[str, ...] | None:
         return None if spec.get(field) is None else _patterns(field, spec[field])
