@@ -9,7 +9,6 @@ import asyncio
 import logging
 import threading
 from collections.abc import AsyncIterator
-from typing import Any
 
 import psycopg
 import pytest
@@ -231,10 +230,11 @@ async def test_outcome_of_a_job_taken_over_elsewhere_is_dropped_and_logged(
     caplog.set_level(logging.INFO)
     release = asyncio.Event()
     started = Recorder()
-    hook_calls: list[int] = []
+    await aconn.execute("CREATE TABLE hook_log (job_id bigint)")
 
-    def on_dead(job: tickwork.Job, conn: Any, error: str) -> None:
-        hook_calls.append(job.id)
+    async def on_dead(job: tickwork.Job, conn: psycopg.AsyncConnection, error: str) -> None:
+        # Written in the hook's transaction: a pass that A's shutdown cancels rolls it back.
+        await conn.execute("INSERT INTO hook_log VALUES (%s)", (job.id,))
 
     slow_clock = SettableClock(T0)  # worker A's clock stays at T0: it cannot re-claim
     app = tickwork.App(database_url, clock=slow_clock)
@@ -275,7 +275,8 @@ async def test_outcome_of_a_job_taken_over_elsewhere_is_dropped_and_logged(
             assert after["status"] == "dead"
             assert "lease expired on the last attempt" in after["last_error"]
             await deaths.PendingHooks(app.registry).run_once(aconn, None)
-            assert hook_calls == [job_id], "the hook ran once, for the recovery, not for A"
+            logged = await (await aconn.execute("SELECT job_id FROM hook_log")).fetchall()
+            assert logged == [(job_id,)], "the hook ran once, for the recovery, not for A"
         else:
             assert (after["status"], after["picked_by"], after["attempt"]) == ("running", "w-b", 2)
     finally:
