@@ -8,8 +8,15 @@ import pytest
 
 from tests.support.helpers import T0
 from tickwork.errors import InvalidInput
-from tickwork.flow.pauses import MAX_NAME, MAX_REASON, Scope, check_name, check_reason
-from tickwork.flow.pauses import paused_seconds, target
+from tickwork.flow.pauses import (
+    MAX_NAME,
+    MAX_REASON,
+    Scope,
+    check_name,
+    check_reason,
+    paused_seconds,
+    target,
+)
 
 
 def test_the_audit_target_names_the_scope() -> None:
