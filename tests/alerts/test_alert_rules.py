@@ -245,6 +245,7 @@ MUTATIONS = [
         "gaps of the fleet gauges must not reset the hold",
     ),
     ("TickworkQueueBacklogTooOld", "> 600", "> 300", "the threshold"),
+    ("TickworkQueueBacklogTooOld", "unless on", "or on", "paused queues left out"),
     ("TickworkQueueBacklogTooOld", "for: 10m", "for: 5m", "a short spike does not page"),
     (
         "TickworkQueuePausedTooLong",

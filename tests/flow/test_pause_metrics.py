@@ -1,5 +1,6 @@
 """The fleet gauges of pauses: how long each paused queue and namespace has been paused, on
-the database's clock of the sample; nothing for what is not paused."""
+the database's clock of the sample; nothing for what is not paused. A paused namespace's
+schedules are not counted overdue (TickworkSchedulesOverdue is for schedules nobody holds)."""
 
 from __future__ import annotations
 
@@ -33,7 +34,13 @@ async def test_paused_targets_have_a_gauge_of_their_pause_age(
     assert value("tickwork_fleet_queue_paused_seconds", queue="held") == 4200
     assert value("tickwork_fleet_namespace_paused_seconds", schedule_namespace=NS) == 3600
     assert value("tickwork_fleet_queue_paused_seconds", queue="brief") is None
+    # Its schedule, due at 60, is held on purpose: not counted overdue.
+    overdue = "tickwork_fleet_overdue_schedules"
+    assert value(overdue, schedule_namespace=NS) == 0
 
     app.resume_queue("held")
     gauges.export(await gauges.sample(aconn, 60.0, at(4300)), fresh_for=3600)
     assert value("tickwork_fleet_queue_paused_seconds", queue="held") is None
+    app.resume_namespace(NS)
+    gauges.export(await gauges.sample(aconn, 60.0, at(4300)), fresh_for=3600)
+    assert value(overdue, schedule_namespace=NS) == 1

@@ -315,8 +315,8 @@ SET last_job_id = %(job_id)s,
 WHERE namespace = %(namespace)s AND name = %(name)s;
 
 -- name: schedule_gauge
--- Per namespace: schedules by state, those more than %(overdue_seconds)s late, and the live
--- workers offering it (seen within %(ttl_seconds)s).
+-- Per namespace: schedules by state, those more than %(overdue_seconds)s late (none while the
+-- namespace is paused), and the live workers offering it (seen within %(ttl_seconds)s).
 WITH counts AS (
     SELECT namespace,
            count(*) FILTER (WHERE enabled AND NOT suspended) AS enabled,
@@ -329,7 +329,10 @@ WITH counts AS (
     FROM tickwork.schedules
     GROUP BY namespace
 )
-SELECT c.namespace, c.enabled, c.suspended, c.disabled, c.overdue,
+SELECT c.namespace, c.enabled, c.suspended, c.disabled,
+       CASE WHEN EXISTS (SELECT FROM tickwork.pauses p  -- held on purpose: not overdue
+                         WHERE p.scope = 'namespace' AND p.name = c.namespace)
+            THEN 0 ELSE c.overdue END AS overdue,
        (SELECT count(*) FROM tickwork.workers w
         WHERE c.namespace = ANY(w.namespaces)
           AND w.last_seen_at >= coalesce(%(now)s, now()) - make_interval(secs => %(ttl_seconds)s))
