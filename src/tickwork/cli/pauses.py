@@ -52,8 +52,8 @@ def _register(
     common.add_output(parser)
     parser.set_defaults(handler=lister)
     actions = parser.add_subparsers(metavar="ACTION")
-    for action, verb in (("pause", "pause"), ("resume", "resume")):
-        sub = actions.add_parser(action, help=f"{verb} a {what} (audited)")
+    for action in ("pause", "resume"):
+        sub = actions.add_parser(action, help=f"{action} a {what} (audited)")
         sub.add_argument("name", metavar=what.upper())
         common.add_audit(sub)
         common.add_database_url(sub)
