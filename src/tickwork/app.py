@@ -14,6 +14,7 @@ from tickwork import metrics, tracing, transitions
 from tickwork.clock import Clock, DatabaseClock
 from tickwork.db import connections, store
 from tickwork.db import jobs as jobs_db
+from tickwork.db import pauses as pauses_db
 from tickwork.db import schedules as schedules_db
 from tickwork.errors import (
     ConfigurationError,
@@ -22,6 +23,8 @@ from tickwork.errors import (
     JobNotFound,
     ScheduleNotFound,
 )
+from tickwork.flow import pausing
+from tickwork.flow.pauses import Scope
 from tickwork.logs import fields as log_fields
 from tickwork.model import (
     DEFAULT_MAX_ATTEMPTS,
@@ -411,6 +414,75 @@ class App:
     ) -> None:
         """Release a delayed job immediately; audited."""
         self._act(transitions.JobAction.RUN_NOW, job_id, actor, reason, request_id)
+
+    # --- pause and resume (tickwork.flow) ------------------------------------------------
+
+    def _pausing(
+        self,
+        act: Callable[..., transitions.Outcome],
+        scope: Scope,
+        name: str,
+        actor: str,
+        reason: str | None,
+        request_id: str | None,
+    ) -> transitions.Outcome:
+        who = Actor(actor, reason, request_id)
+        with self.connection() as conn:
+            return act(conn, scope, name, who, self.clock.now())
+
+    def pause_queue(
+        self,
+        queue: str,
+        *,
+        actor: str = "api",
+        reason: str | None = None,
+        request_id: str | None = None,
+    ) -> transitions.Outcome:
+        """Pause ``queue`` fleet-wide; audited. No claim that starts after this commits takes
+        its jobs (they wait, holding back no other queue); its running jobs finish. Pausing a
+        paused queue changes nothing (``changed`` is False). Persisted until resumed."""
+        return self._pausing(pausing.pause, Scope.QUEUE, queue, actor, reason, request_id)
+
+    def resume_queue(
+        self,
+        queue: str,
+        *,
+        actor: str = "api",
+        reason: str | None = None,
+        request_id: str | None = None,
+    ) -> transitions.Outcome:
+        """Resume ``queue``; audited; its workers are woken at commit."""
+        return self._pausing(pausing.resume, Scope.QUEUE, queue, actor, reason, request_id)
+
+    def pause_namespace(
+        self,
+        namespace: str,
+        *,
+        actor: str = "api",
+        reason: str | None = None,
+        request_id: str | None = None,
+    ) -> transitions.Outcome:
+        """Pause the schedule namespace ``namespace``; audited. Its schedules fire nothing
+        while paused, as if suspended (their definitions are not changed); jobs they created
+        before still run (pause their queue to hold those). InvalidInput for a namespace that
+        has never been synced."""
+        return self._pausing(pausing.pause, Scope.NAMESPACE, namespace, actor, reason, request_id)
+
+    def resume_namespace(
+        self,
+        namespace: str,
+        *,
+        actor: str = "api",
+        reason: str | None = None,
+        request_id: str | None = None,
+    ) -> transitions.Outcome:
+        """Resume the schedule namespace; audited. The occurrences its schedules missed while
+        paused are decided by each one's misfire policy, as after a suspend."""
+        return self._pausing(pausing.resume, Scope.NAMESPACE, namespace, actor, reason, request_id)
+
+    def list_pauses(self) -> list[pauses_db.PauseRow]:
+        """The paused queues and schedule namespaces."""
+        return self._run(pauses_db.list_pauses())
 
     # --- schedules ---------------------------------------------------------------------
     # Desired-state sync, the revision-fenced single fire, backfill, manual trigger and the

@@ -292,6 +292,18 @@ FLEET_OVERDUE_SCHEDULES = Gauge(
     registry=None,
 )
 FLEET_WORKERS = Gauge("tickwork_fleet_workers", "Live workers in the fleet.", registry=None)
+FLEET_QUEUE_PAUSED = Gauge(
+    "tickwork_fleet_queue_paused_seconds",
+    "Seconds since each paused queue was paused (only paused queues have a series).",
+    ["queue"],
+    registry=None,
+)
+FLEET_NAMESPACE_PAUSED = Gauge(
+    "tickwork_fleet_namespace_paused_seconds",
+    "Seconds since each paused schedule namespace was paused (only paused ones have a series).",
+    ["schedule_namespace"],
+    registry=None,
+)
 
 
 class FreshGauges(Collector):
@@ -341,6 +353,8 @@ FLEET = FreshGauges(
         FLEET_OVERDUE_SCHEDULES,
         FLEET_WORKERS,
         FLEET_ORPHANED_JOBS,
+        FLEET_QUEUE_PAUSED,
+        FLEET_NAMESPACE_PAUSED,
     ),
     REGISTRY,
 )

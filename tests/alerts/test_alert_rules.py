@@ -245,7 +245,15 @@ MUTATIONS = [
         "gaps of the fleet gauges must not reset the hold",
     ),
     ("TickworkQueueBacklogTooOld", "> 600", "> 300", "the threshold"),
+    ("TickworkQueueBacklogTooOld", "unless on", "or on", "paused queues left out"),
     ("TickworkQueueBacklogTooOld", "for: 10m", "for: 5m", "a short spike does not page"),
+    (
+        "TickworkQueuePausedTooLong",
+        "max_over_time(tickwork_fleet_queue_paused_seconds[2m])",
+        "tickwork_fleet_queue_paused_seconds",
+        "gaps of the fleet gauges must not reset the hold",
+    ),
+    ("TickworkQueuePausedTooLong", "> 3600", "> 7200", "the threshold"),
     ("TickworkLeaseRecoveriesHigh", "unless\n", "and\n", "first recoveries of a new series"),
     (
         "TickworkLeaseRecoveriesHigh",

@@ -32,6 +32,7 @@ PURE = [
     "tickwork.schedules.images",
     "tickwork.schedules.container_policy",
     "tickwork.worker.retry",
+    "tickwork.flow.pauses",
     "tickwork.containers.manifests",
     "tickwork.maintenance.firing.planner",
     "tickwork.operator.translate",
@@ -117,6 +118,7 @@ def test_the_operator_translation_reaches_no_kopf(module: str) -> None:
 
 PACKAGES = (
     "tickwork.worker",
+    "tickwork.flow",
     "tickwork.containers",
     "tickwork.maintenance",
     "tickwork.db",
@@ -133,6 +135,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("tickwork.model", "tickwork.clock", "tickwork.settings", "tickwork.logs", "tickwork.tracing"),
     ("tickwork.metrics", "tickwork.db"),
     ("tickwork.transitions",),
+    ("tickwork.flow",),
     ("tickwork.schedules",),
     ("tickwork.tasks",),
     ("tickwork.app", "tickwork.http"),

@@ -4,7 +4,8 @@ arguments): it counts
 the open jobs of the workers' queues due within the lead time and the enabled, unsuspended
 schedules of the workers' namespaces due within it, and nothing else. A schedule due soon
 with no job anywhere is enough to wake a worker from zero. Each worker pool's query counts its
-own queues and namespaces only."""
+own queues and namespaces only. A paused queue's waiting jobs and a paused namespace's schedules
+do not count (migration 0020); a paused queue's running jobs still do."""
 
 from __future__ import annotations
 
@@ -93,6 +94,20 @@ def test_a_schedule_due_soon_wakes_a_worker(conn: psycopg.Connection, query: str
     add_schedule(conn, "billing", "pruned", None, enabled=False)
     add_schedule(conn, "elsewhere", "other-fleet", "10 seconds")  # not these workers'
     assert count(conn, query) == 2
+
+
+def test_paused_work_does_not_wake_workers(conn: psycopg.Connection, query: str) -> None:
+    add_job(conn, "default", "available", "-1 minute")
+    add_job(conn, "o'neil", "available", "-1 minute")
+    add_job(conn, "o'neil", "running", "-1 hour")  # running: keep its worker, paused or not
+    add_schedule(conn, "billing", "soon", "45 seconds")
+    add_schedule(conn, "default", "soon", "45 seconds")
+    assert count(conn, query) == 5
+    conn.execute(
+        "INSERT INTO tickwork.pauses (scope, name, paused_by, paused_at)"
+        " VALUES ('queue', 'o''neil', 'test', now()), ('namespace', 'billing', 'test', now())"
+    )
+    assert count(conn, query) == 3
 
 
 def test_without_queues_every_queue_counts(

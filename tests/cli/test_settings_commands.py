@@ -46,6 +46,8 @@ COMMANDS: dict[str, tuple[type, ...]] = {
     "cancel": (DatabaseSettings,),
     "retry": (DatabaseSettings,),
     "workers": (DatabaseSettings,),
+    "queues": (DatabaseSettings,),
+    "namespaces": (DatabaseSettings,),
     "preview": (),
 }
 

@@ -14,7 +14,8 @@ reads the table is what made them slow:
   (migration 0015), not from every dead job's row;
 * the operator's open jobs of a namespace;
 * the statuses of the jobs of a page of labelled Kubernetes Jobs (the container-jobs
-  reconciler).
+  reconciler);
+* the claim with a queue paused, and the queue listing with its paused state.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import pytest
 from tickwork.db import admin as admin_db
 from tickwork.db import claim_floors as claim_floors_db
 from tickwork.db import jobs as jobs_db
+from tickwork.db import pauses as pauses_db
 from tickwork.db import queries, store
 
 KIND = "t.plans"
@@ -81,7 +83,16 @@ def test_no_statement_reads_the_whole_jobs_table(
         "container Jobs' statuses": jobs_db.job_statuses([job.id for job in table]),
     }
     plans = {name: _plan(conn, op) for name, op in ops.items()}
+    # With a queue paused (migration 0020) the claim still walks its index.
+    conn.execute(
+        "INSERT INTO tickwork.pauses (scope, name, paused_by, paused_at) "
+        "VALUES ('queue', 'held', 'test', now())"
+    )
+    claim = jobs_db.claim_jobs("w", ["default", "held"], {KIND: 1}, BATCH, 30, None)
+    plans["claim, a queue paused"] = _plan(conn, claim)
+    plans["queue listing"] = _plan(conn, pauses_db.list_queues())
     whole = {name: plan for name, plan in plans.items() if "Seq Scan on jobs" in plan}
     assert not whole, "\n\n".join(f"{name}:\n{plan}" for name, plan in whole.items())
     assert "jobs_pkey" in plans["completion"]
     assert "jobs_status_id_idx" in plans["jobs gauge"]
+    assert "jobs_claim_idx" in plans["claim, a queue paused"]

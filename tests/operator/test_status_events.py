@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from tickwork.db.jobs import LastJob
+from tickwork.db.pauses import PauseRow
 from tickwork.db.workers import LiveWorker
 from tickwork.model import JobId, JobStatus
 from tickwork.operator import events, served, status
@@ -273,3 +274,26 @@ def test_a_new_last_job_removes_the_fields_of_the_old_one() -> None:
         "conditions": changes["conditions"],
     }
     assert status.patch(shown, entry, ready, found, T) == {}
+
+
+def test_served_says_when_the_namespace_or_the_queue_is_paused() -> None:
+    workers = [LiveWorker("w", ["team"], ["k"], ["default"])]
+    pauses = [PauseRow("namespace", "team", "alice", datetime(2030, 1, 1, tzinfo=UTC), None)]
+    held = served.served(
+        served.Fleet.of(workers, pauses), "team", "k", "default", database_error=None
+    )
+    assert (held.status, held.reason) == ("False", served.NAMESPACE_PAUSED)
+    assert held.message == (
+        "schedule namespace 'team' is paused (by alice): its schedules fire nothing until it "
+        "is resumed (tickwork namespaces resume team)"
+    )
+    pauses = [PauseRow("queue", "default", "bob", datetime(2030, 1, 1, tzinfo=UTC), None)]
+    waiting = served.served(
+        served.Fleet.of(workers, pauses), "team", "k", "default", database_error=None
+    )
+    assert (waiting.status, waiting.reason) == ("False", served.QUEUE_PAUSED)
+    assert "queue 'default' is paused (by bob)" in waiting.message
+    other = served.served(
+        served.Fleet.of(workers, pauses), "team", "k", "other", database_error=None
+    )
+    assert other.reason != served.QUEUE_PAUSED  # another queue's pause is not this one's

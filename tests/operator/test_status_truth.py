@@ -2,7 +2,8 @@
 PostgreSQL. ``Served`` flips True→False→True→False as a real in-process ``Worker`` (tickwork's
 own, offering the namespace and registering the kind) starts and stops, and as worker rows
 written with the worker's own registration and heartbeat statements come, go stale or lack
-the kind, or serve other queues than the job's; Warning Events say so. ``status.lastJob``
+the kind, or serve other queues than the job's, or as its namespace is paused; Warning Events
+say so. ``status.lastJob``
 follows the last job (and keeps its id and outcome once retention deleted it); CronJob-like
 Events are posted, rate-limited, and a restart of the operator posts none for what happened
 before it."""
@@ -165,6 +166,30 @@ async def test_served_needs_a_live_worker_claiming_from_the_jobs_queue(
             assert up["message"].endswith("registers kind 's.job' and serves queue 'reports'")
         await wait_served(cluster, "queued", "False", "QueueNotServed")
     app.close()
+
+
+async def test_served_says_when_the_schedule_namespace_is_paused(
+    cluster: Cluster, start_operator: OperatorFactory, database_url: str
+) -> None:
+    """`tickwork namespaces pause` shows on the Schedule: Served False with NamespacePaused
+    (the SERVED and SERVED REASON columns of -o wide) and a Warning Event, until resumed."""
+    await start_operator(live_worker_seconds=60)
+    await cluster.create("held", HOURLY)
+    await cluster.wait_ready("held", "Synced")
+    register(database_url, "w1", [KIND])
+    await wait_served(cluster, "held", "True", "WorkersAvailable")
+
+    app = tickwork.App(database_url)
+    try:
+        app.pause_namespace("ns", actor="alice", reason="freeze")
+        held = await wait_served(cluster, "held", "False", "NamespacePaused")
+        assert held["message"].startswith("schedule namespace 'ns' is paused (by alice)")
+        (warning,) = await wait_events(cluster, "held", "NamespacePaused", 1)
+        assert warning["type"] == "Warning"
+        app.resume_namespace("ns", actor="alice")
+        await wait_served(cluster, "held", "True", "WorkersAvailable")
+    finally:
+        app.close()
 
 
 async def test_a_dead_job_gets_a_warning_job_failed_event_rate_limited(

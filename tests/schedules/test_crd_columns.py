@@ -18,6 +18,7 @@ import yaml
 
 from tests.support import binaries
 from tickwork.db.jobs import LastJob, OpenJob
+from tickwork.db.pauses import PauseRow
 from tickwork.db.schedules import ScheduleRow
 from tickwork.model import JobId, JobStatus
 from tickwork.operator import served, status
@@ -209,10 +210,21 @@ def test_the_wide_columns_show_the_last_result_and_served() -> None:
     nobody = served.served(fleet, "default", "k", "default", database_error=None)
     cells = table(schedule(spec, row(spec), [], dead, nobody))
     assert (cells["Last Result"], cells["Served"]) == ("dead", "False")
+    assert cells["Served Reason"] == "NoWorker"
     assert (cells["Ready"], cells["Reason"]) == ("True", "Synced")  # READY stays Ready's
     cells = table(schedule(spec, row(spec), []))
     assert (cells["Last Result"], cells["Served"]) == ("<none>", "<none>")
     assert "Last Result" not in main_columns() and "Served" not in main_columns()
+    assert "Served Reason" not in main_columns()
+
+
+def test_the_wide_columns_say_when_the_namespace_is_paused() -> None:
+    spec = FIRED["cron"]
+    pause = PauseRow("namespace", "default", "alice", NOW, "freeze")
+    fleet = served.Fleet.of([], [pause])
+    held = served.served(fleet, "default", "k", "default", database_error=None)
+    cells = table(schedule(spec, row(spec), [], None, held))
+    assert (cells["Served"], cells["Served Reason"]) == ("False", "NamespacePaused")
 
 
 def test_a_suspended_schedule_has_no_next_run() -> None:

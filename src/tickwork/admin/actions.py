@@ -1,14 +1,16 @@
 """The console's actions — run a delayed job now, cancel a job, retry a dead one, trigger a
-schedule — each in one transaction. The job actions are :mod:`tickwork.transitions`' (the
-App's too): lock, change, and one audit record with who, why, the request id and the job's
-snapshot before and after. A trigger's record holds the schedule's snapshot before and after.
+schedule, pause or resume a queue or a schedule namespace — each in one transaction. The job
+actions are :mod:`tickwork.transitions`' (the App's too): lock, change, and one audit record
+with who, why, the request id and the job's snapshot before and after. A trigger's record
+holds the schedule's snapshot before and after.
 
 Idempotent twice over: an action repeated under the same request id (a resubmitted form, a
 client's retry) finds its audit record and changes nothing; and an action whose effect is
 already there (cancelling a cancelled job) changes nothing and records nothing.
 
-A caller scoped to some schedule namespaces acts only on their schedules and jobs; anything
-else raises :class:`reads.OutOfScope` (403) before any change.
+A caller scoped to some schedule namespaces acts only on their schedules and jobs, and
+pauses only those namespaces (a queue's pause holds every namespace's jobs: it needs an
+unscoped operator); anything else raises :class:`reads.OutOfScope` (403) before any change.
 """
 
 from __future__ import annotations
@@ -16,11 +18,13 @@ from __future__ import annotations
 from datetime import datetime
 
 from tickwork import transitions
-from tickwork.admin.reads import require
+from tickwork.admin.reads import OutOfScope, require
 from tickwork.db import admin as admin_db
 from tickwork.db import connections, store
 from tickwork.db import schedules as schedules_db
 from tickwork.errors import ScheduleNotFound
+from tickwork.flow import pausing
+from tickwork.flow.pauses import Scope as PauseScope
 from tickwork.model import Actor
 from tickwork.schedules import operations
 from tickwork.transitions import JobAction as JobAction
@@ -59,3 +63,24 @@ def trigger(
     if before is None:
         raise ScheduleNotFound(f"no schedule {name!r} in namespace {namespace!r}")
     return operations.trigger(conn, namespace, name, actor, now, before=before)
+
+
+PAUSE_ACTIONS = {"pause": pausing.pause, "resume": pausing.resume}
+
+
+def pause_or_resume(
+    conn: connections.Connection,
+    action: str,
+    target: PauseScope,
+    name: str,
+    actor: Actor,
+    now: datetime | None,
+    scope: admin_db.Scope,
+) -> Outcome:
+    """Pause or resume (``action``) the queue or schedule namespace ``name``: the App's
+    :mod:`tickwork.flow.pausing`, audited and idempotent alike."""
+    if target is PauseScope.NAMESPACE:
+        require(scope, name, f"namespace {name}")
+    elif scope is not None:
+        raise OutOfScope(f"queue {name}: pausing a queue holds every namespace's jobs")
+    return PAUSE_ACTIONS[action](conn, target, name, actor, now)

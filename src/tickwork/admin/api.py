@@ -23,6 +23,7 @@ from tickwork.admin.views import JOB_ACTIONS
 from tickwork.db import admin as admin_db
 from tickwork.db import audit as audit_db
 from tickwork.errors import InvalidInput
+from tickwork.flow.pauses import Scope as PauseScope
 
 
 def plain(value: Any) -> Any:
@@ -171,5 +172,21 @@ async def trigger(request: web.Request) -> web.Response:
     actor = await _actor(request)
     outcome = await console.run(
         lambda conn, now: actions.trigger(conn, namespace, name, actor, now, scope)
+    )
+    return answer({**plain(outcome), "request_id": actor.request_id})
+
+
+async def pause_action(request: web.Request) -> web.Response:
+    """``POST /api/pauses/{queue|namespace}/{pause|resume}`` with ``{"name": …}`` in the body
+    (a queue's name may hold any character, a path segment could not carry every one)."""
+    console, scope = _console(request), _scope(request)
+    action, target = request.match_info["action"], PauseScope(request.match_info["scope"])
+    actor = await _actor(request)
+    body = await request.json() if request.body_exists else {}
+    name = body.get("name") if isinstance(body, dict) else None
+    if not isinstance(name, str):
+        raise InvalidInput("name", "the queue's or namespace's name, as text")
+    outcome = await console.run(
+        lambda conn, now: actions.pause_or_resume(conn, action, target, name, actor, now, scope)
     )
     return answer({**plain(outcome), "request_id": actor.request_id})

@@ -17,6 +17,7 @@ from tickwork.admin.html import Child, Html, el, join, link, path
 from tickwork.admin.security import CSRF_FIELD
 from tickwork.db import admin as admin_db
 from tickwork.db import job_counts as job_counts_db
+from tickwork.db import pauses as pauses_db
 from tickwork.model import Job, JobStatus
 from tickwork.schedules.definition import HistoryLimits
 from tickwork.worker import executor
@@ -481,11 +482,75 @@ def overview(ctx: Context, page: reads.Overview) -> Html:
         workers,
         el("h2", "Queues"),
         queues,
+        el("h2", "Paused"),
+        paused(ctx, page.pauses),
         el("h2", "Orphan kinds"),
         orphans_table(page.orphans),
         el("h2", "Recent actions"),
         audit_table(page.recent_audit, with_target=True),
     )
+
+
+_PAUSE_EFFECT = {
+    "queue": "no worker will start its jobs until it is resumed; running jobs finish",
+    "namespace": "its schedules fire nothing until it is resumed; then their misfire policy "
+    "decides about the occurrences missed",
+}
+
+
+def pause_form(ctx: Context, scope: str, action: str, name: str | None = None) -> Html:
+    """A pause or resume form: the target's name (typed in, for a pause), a reason, and a
+    box to tick that confirms the effect (the server refuses the form without it)."""
+    if name is None:
+        target: Html = el(
+            "label", f"{scope} ", el("input", type="text", name="name", required=True)
+        )
+    else:
+        target = el("input", type="hidden", name="name", value=name)
+    effect = _PAUSE_EFFECT[scope] if action == "pause" else "its work starts again at once"
+    return el(
+        "form",
+        el("input", type="hidden", name=CSRF_FIELD, value=ctx.csrf_token),
+        el("input", type="hidden", name="request_id", value=ctx.request_id),
+        target,
+        el(
+            "label",
+            "Reason ",
+            el("input", type="text", name="reason", maxlength=inputs.MAX_REASON),
+        ),
+        el(
+            "label",
+            el("input", type="checkbox", name="confirm", value="yes", required=True),
+            f" I confirm: {effect}",
+        ),
+        el("button", f"{action.capitalize()} {scope}", type="submit", class_="danger"),
+        method="post",
+        action=path("pauses", scope, action),
+        class_="action",
+    )
+
+
+def paused(ctx: Context, pauses: Sequence[pauses_db.PauseRow]) -> Html:
+    """The paused queues and namespaces, with a resume form each, and the pause forms (for
+    operators; a queue's only for the unscoped, whose pause holds every namespace)."""
+    rows = [
+        [
+            p.scope,
+            text(p.name),
+            text(p.paused_by),
+            when(p.paused_at),
+            text(p.reason or ""),
+            pause_form(ctx, p.scope, "resume", p.name) if ctx.operator else "",
+        ]
+        for p in pauses
+    ]
+    listing = table(["paused", "name", "by", "since", "reason", ""], rows, "Nothing is paused.")
+    if not ctx.operator:
+        return join(listing, el("p", "Pausing needs the operator role.", class_="muted"))
+    forms = [pause_form(ctx, "namespace", "pause")]
+    if ctx.namespaces is None:
+        forms.insert(0, pause_form(ctx, "queue", "pause"))
+    return join(listing, el("section", forms, class_="actions"))
 
 
 def orphans_table(rows: Sequence[admin_db.OrphanRow]) -> Html:

@@ -16,6 +16,7 @@ from tickwork.db import admin as admin_db
 from tickwork.db import clock as clock_db
 from tickwork.db import job_counts as job_counts_db
 from tickwork.db import jobs as jobs_db
+from tickwork.db import pauses as pauses_db
 from tickwork.db import schedules as schedules_db
 from tickwork.db import store
 from tickwork.db import workers as workers_db
@@ -110,6 +111,8 @@ class Overview:
     queues: list[admin_db.QueueRow]
     orphans: list[admin_db.OrphanRow]
     recent_audit: list[admin_db.AuditRow]
+    pauses: list[pauses_db.PauseRow]
+    """The paused queues, and the paused namespaces of the caller's scope."""
 
 
 def overview(
@@ -136,6 +139,11 @@ def overview(
         recent_audit=store.run(
             conn, admin_db.audit(None, before=None, limit=RECENT_AUDIT, scope=scope)
         ),
+        pauses=[
+            p
+            for p in store.run(conn, pauses_db.list_pauses())
+            if p.scope == "queue" or scope is None or p.name in scope
+        ],
     )
 
 

@@ -135,6 +135,7 @@ def build(console: Console) -> web.Application:
     job_id = r"{id:[0-9]{1,18}}"
     action = r"{action:run-now|cancel|retry}"
     schedule = "{namespace}/{name}"
+    pause = "{scope:queue|namespace}/{action:pause|resume}"
     app.add_routes(
         [
             *http.probe_routes(readiness=http.database_readiness(console.app.database_url)),
@@ -150,6 +151,7 @@ def build(console: Console) -> web.Application:
             web.get("/jobs", views.jobs),
             web.get(f"/jobs/{job_id}", views.job),
             web.post(f"/jobs/{job_id}/{action}", views.job_action),
+            web.post(f"/pauses/{pause}", views.pause_action),
             web.get("/audit", views.audit),
             web.get("/api/whoami", api.whoami),
             web.get("/api/overview", api.overview),
@@ -159,6 +161,7 @@ def build(console: Console) -> web.Application:
             web.get("/api/jobs", api.jobs),
             web.get(f"/api/jobs/{job_id}", api.job),
             web.post(f"/api/jobs/{job_id}/{action}", api.job_action),
+            web.post(f"/api/pauses/{pause}", api.pause_action),
             web.get("/api/audit", api.audit),
         ]
     )

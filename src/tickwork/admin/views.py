@@ -13,6 +13,8 @@ from tickwork.admin.console import CONSOLE, FORM, IDENTITY, SESSION_COOKIE, Cons
 from tickwork.admin.html import Html, link, path
 from tickwork.db import admin as admin_db
 from tickwork.db import audit as audit_db
+from tickwork.errors import InvalidInput
+from tickwork.flow.pauses import Scope as PauseScope
 
 LOGIN_COOKIE = "tickwork_login"
 """Double-submit token of the login form (a forged login from another site lacks it)."""
@@ -142,6 +144,24 @@ async def trigger(request: web.Request) -> web.Response:
         lambda conn, now: actions.trigger(conn, namespace, name, actor, now, scope)
     )
     raise web.HTTPSeeOther(link(path("schedules", namespace, name), {"flash": _flash(outcome)}))
+
+
+async def pause_action(request: web.Request) -> web.Response:
+    """The overview's pause and resume forms; a form without its confirmation box ticked is
+    refused (400) before anything changes."""
+    console, scope = _console(request), _scope(request)
+    action, target = request.match_info["action"], PauseScope(request.match_info["scope"])
+    form = await security.form(request)
+    if form.get("confirm") != "yes":
+        raise InvalidInput("confirm", f"tick the box that confirms the {action}")
+    name = form.get("name")
+    actor = await _actor(request)
+    outcome = await console.run(
+        lambda conn, now: actions.pause_or_resume(
+            conn, action, target, str(name or ""), actor, now, scope
+        )
+    )
+    raise web.HTTPSeeOther(link("/", {"flash": _flash(outcome)}))
 
 
 # --- logging in and out ---------------------------------------------------------------------

@@ -474,3 +474,11 @@ def gauge_schedules(
 
 
 _GAUGE_COUNTS = ("enabled", "suspended", "disabled", "overdue", "workers")
+
+
+def resume_namespace_schedules(namespace: str, now: datetime | None) -> Op[int]:
+    """Mark the due schedules of a resumed namespace as having missed everything before now
+    (their misfire policy decides); the number changed."""
+    return Op(
+        "schedule_resume_namespace", {"namespace": namespace, "now": now}, lambda rows: len(rows)
+    )

@@ -1,7 +1,7 @@
 """Fleet gauges: the worker that claims this duty samples PostgreSQL (open and dead jobs per
 queue, the oldest due job, schedules per namespace and state, overdue schedules, live workers,
-jobs of kinds no live worker registers)
-and sets the ``tickwork_fleet_*`` gauges. Only one worker samples per interval, not every
+jobs of kinds no live worker registers, how long each paused queue and namespace has been
+paused) and sets the ``tickwork_fleet_*`` gauges. Only one worker samples per interval, not every
 replica on every scrape; :data:`tickwork.metrics.FLEET` exports a sample for a few intervals
 only, so a worker that stopped winning the duty stops exporting old values."""
 
@@ -13,8 +13,10 @@ from datetime import datetime
 from tickwork import metrics
 from tickwork.db import connections, store
 from tickwork.db import jobs as jobs_db
+from tickwork.db import pauses as pauses_db
 from tickwork.db import schedules as schedules_db
 from tickwork.db import workers as workers_db
+from tickwork.flow.pauses import Scope, paused_seconds
 from tickwork.maintenance.service import positive
 from tickwork.model import JobStatus
 
@@ -37,6 +39,8 @@ class FleetSample:
     schedules: list[schedules_db.NamespaceSchedules]
     orphaned: list[jobs_db.OrphanedJobs] = field(default_factory=list)
     """Jobs of kinds no live worker registers."""
+    pauses: list[pauses_db.PauseRow] = field(default_factory=list)
+    """The paused queues and schedule namespaces."""
 
 
 @dataclass(frozen=True)
@@ -85,14 +89,16 @@ async def sample(
         )
         workers, at = await store.arun(conn, workers_db.gauge_workers(ttl_seconds, now))
         orphaned = await store.arun(conn, jobs_db.gauge_orphaned_jobs(ttl_seconds, now))
-    return FleetSample(at=at, workers=workers, jobs=jobs, schedules=schedules, orphaned=orphaned)
+        pauses = await store.arun(conn, pauses_db.list_pauses())
+    return FleetSample(at, workers, jobs, schedules, orphaned, pauses)
 
 
 def export(sample: FleetSample, fresh_for: float) -> None:
     """Replace the fleet gauges with ``sample``, exported for ``fresh_for`` seconds. Every
         queue seen gets every sampled status (0 when none); every namespace with schedules gets
         every state; namespaces with enabled schedules get their live worker count; kinds no live
-    worker registers get their jobs per status (only the statuses they have)."""
+    worker registers get their jobs per status (only the statuses they have); paused queues and
+    namespaces get the seconds since their pause."""
     for gauge in (
         metrics.FLEET_JOBS,
         metrics.FLEET_OLDEST_DUE_AGE,
@@ -101,6 +107,8 @@ def export(sample: FleetSample, fresh_for: float) -> None:
         metrics.FLEET_NAMESPACE_WORKERS,
         metrics.FLEET_OVERDUE_SCHEDULES,
         metrics.FLEET_ORPHANED_JOBS,
+        metrics.FLEET_QUEUE_PAUSED,
+        metrics.FLEET_NAMESPACE_PAUSED,
     ):
         gauge.clear()
     metrics.FLEET_SAMPLED.set(sample.at.timestamp())
@@ -126,4 +134,9 @@ def export(sample: FleetSample, fresh_for: float) -> None:
             metrics.FLEET_NAMESPACE_WORKERS.labels(ns.namespace).set(ns.workers)
     for orphaned in sample.orphaned:
         metrics.FLEET_ORPHANED_JOBS.labels(orphaned.kind, orphaned.status.value).set(orphaned.count)
+    for pause in sample.pauses:
+        paused = metrics.FLEET_QUEUE_PAUSED
+        if pause.scope == Scope.NAMESPACE.value:
+            paused = metrics.FLEET_NAMESPACE_PAUSED
+        paused.labels(pause.name).set(paused_seconds(pause.paused_at, sample.at))
     metrics.FLEET.sampled(fresh_for)

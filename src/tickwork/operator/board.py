@@ -1,6 +1,6 @@
 """The rows read back from PostgreSQL for the objects' status, refreshed every
-``interval`` seconds and right after each sync round: four queries, whatever the number of
-objects (the schedules, their open jobs, their last jobs, the live workers)."""
+``interval`` seconds and right after each sync round: five queries, whatever the number of
+objects (the schedules, their open jobs, their last jobs, the live workers, the pauses)."""
 
 from __future__ import annotations
 
@@ -61,6 +61,7 @@ class Board:
             jobs = await self.database.open_jobs(sorted(namespaces), ACTIVE_SHOWN)
             last_jobs = await self.database.last_jobs(sorted(namespaces))
             workers = await self.database.live_workers(self.live_worker_seconds)
+            pauses = await self.database.pauses()
         except DatabaseError as error:
             metrics.OPERATOR_ERRORS.labels("database").inc()
             reason = " ".join(str(error).split()) or type(error).__name__
@@ -74,5 +75,5 @@ class Board:
                 active.setdefault((job.namespace, job.name), []).append(job)
             self.active = active
             self.last_jobs = {(job.namespace, job.name): job for job in last_jobs}
-            self.fleet = Fleet.of(workers)
+            self.fleet = Fleet.of(workers, pauses)
             self.error = None

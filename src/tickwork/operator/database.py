@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 from tickwork.db import connections, operators, store
 from tickwork.db import jobs as jobs_db
 from tickwork.db import namespaces as namespaces_db
+from tickwork.db import pauses as pauses_db
 from tickwork.db import schedules as db
 from tickwork.db import workers as workers_db
 from tickwork.errors import NamespaceOwned
@@ -161,6 +162,10 @@ class Database:
     async def live_workers(self, ttl_seconds: float) -> list[workers_db.LiveWorker]:
         """The workers seen within ``ttl_seconds`` (on the database clock)."""
         return await asyncio.to_thread(self._run, workers_db.live_workers(ttl_seconds, None))
+
+    async def pauses(self) -> list[pauses_db.PauseRow]:
+        """The paused queues and schedule namespaces (for the Served condition)."""
+        return await asyncio.to_thread(self._run, pauses_db.list_pauses())
 
     def close(self) -> None:
         if self._pool is not None:

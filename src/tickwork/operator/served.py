@@ -8,10 +8,12 @@ one worker's: ``True`` (``WorkersAvailable``) when at least one live worker offe
 namespace and at least one registers the kind and serves the queue; ``False`` with
 ``NoWorker`` (no live worker offers the namespace: nothing fires), ``KindNotRegistered`` (it
 fires, but no live worker runs the kind: the jobs wait) or ``QueueNotServed`` (workers run the
-kind, but none of them claims from the job's queue: the jobs wait);
-``Unknown`` with ``DatabaseUnavailable`` (the workers could not be read), ``Pending`` (not read
-yet) or ``NoDefinition`` (no valid spec and nothing stored: there is no kind to serve). Live
-means seen within the fleet's worker TTL, as the fleet gauges count them.
+kind, but none of them claims from the job's queue: the jobs wait), ``NamespacePaused`` (the
+schedule namespace is paused: nothing fires until it is resumed) or ``QueuePaused`` (the job's
+queue is paused: its jobs wait); ``Unknown`` with ``DatabaseUnavailable`` (the workers could
+not be read), ``Pending`` (not read yet) or ``NoDefinition`` (no valid spec and nothing
+stored: there is no kind to serve). Live means seen within the fleet's worker TTL, as the
+fleet gauges count them.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ QUEUE_NOT_SERVED = "QueueNotServed"
 PENDING = "Pending"
 NO_DEFINITION = "NoDefinition"
 DATABASE_UNAVAILABLE = "DatabaseUnavailable"
+NAMESPACE_PAUSED = "NamespacePaused"
+QUEUE_PAUSED = "QueuePaused"
 
 
 class Offer(Protocol):
@@ -52,6 +56,19 @@ class Offer(Protocol):
     def queues(self) -> Sequence[str]: ...
 
 
+class Pause(Protocol):
+    """A paused queue or schedule namespace (a row of ``tickwork.pauses``)."""
+
+    @property
+    def scope(self) -> str: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def paused_by(self) -> str: ...
+
+
 @dataclass(frozen=True)
 class Fleet:
     """The live workers, counted by the namespaces they fire and the kinds they run."""
@@ -63,9 +80,11 @@ class Fleet:
     """Kind -> live workers registering it."""
     claiming: Counter[tuple[str, str]] = field(default_factory=Counter)
     """(kind, queue) -> live workers registering the kind and serving the queue."""
+    paused: dict[tuple[str, str], str] = field(default_factory=dict)
+    """(scope, name) of each paused queue and schedule namespace -> who paused it."""
 
     @classmethod
-    def of(cls, workers: Iterable[Offer]) -> Fleet:
+    def of(cls, workers: Iterable[Offer], pauses: Iterable[Pause] = ()) -> Fleet:
         firing: Counter[str] = Counter()
         running: Counter[str] = Counter()
         claiming: Counter[tuple[str, str]] = Counter()
@@ -75,7 +94,8 @@ class Fleet:
             firing.update(set(worker.namespaces))
             running.update(set(worker.kinds))
             claiming.update({(kind, queue) for kind in worker.kinds for queue in worker.queues})
-        return cls(live, firing, running, claiming)
+        paused = {(pause.scope, pause.name): pause.paused_by for pause in pauses}
+        return cls(live, firing, running, claiming, paused)
 
 
 def served(
@@ -95,6 +115,20 @@ def served(
     if kind is None:
         return Ready(
             "Unknown", NO_DEFINITION, "no valid definition is stored, so there is no kind to run"
+        )
+    if (by := fleet.paused.get(("namespace", namespace))) is not None:
+        return Ready(
+            "False",
+            NAMESPACE_PAUSED,
+            f"schedule namespace {namespace!r} is paused (by {by}): its schedules fire nothing "
+            f"until it is resumed (tickwork namespaces resume {namespace})",
+        )
+    if (by := fleet.paused.get(("queue", queue))) is not None:
+        return Ready(
+            "False",
+            QUEUE_PAUSED,
+            f"queue {queue!r} is paused (by {by}): its jobs wait until it is resumed "
+            f"(tickwork queues resume {queue})",
         )
     firing, running = fleet.firing[namespace], fleet.running[kind]
     if not firing:

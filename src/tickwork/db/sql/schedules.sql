@@ -66,11 +66,14 @@ SELECT pg_notify('tickwork_schedules', %(namespace)s);
 -- (100: 2,000 rows, not a batch from each). The earliest %(limit)s candidates not held are
 -- locked, found again by the row version the read saw (ctid: one page, not an index descent;
 -- FOR UPDATE rechecks a row changed since). A schedule whose firing failed waits for its
--- retry time. spec_key names the stored spec's content (migration 0016): schedules with equal
+-- retry time. A paused namespace (migration 0020) is not offered: its schedules are held as
+-- if suspended. spec_key names the stored spec's content (migration 0016): schedules with equal
 -- specs share one parsed definition.
 WITH offered AS MATERIALIZED (
     SELECT o.namespace, coalesce(%(now)s, now()) - make_interval(secs => o.wait) AS until
     FROM unnest(%(namespaces)b::text[], %(waits)b::float8[]) AS o(namespace, wait)
+    WHERE NOT EXISTS (SELECT FROM tickwork.pauses p  -- a paused namespace fires nothing
+                      WHERE p.scope = 'namespace' AND p.name = o.namespace)
 ),
 busy AS MATERIALIZED (
     SELECT offered.namespace, offered.until, head.next_run_at AS head
@@ -236,7 +239,8 @@ RETURNING s.namespace, s.name, s.firing_failures, s.firing_retry_at;
 
 -- name: schedule_next_due
 -- The firing loop's alarm: the database's now and the earliest due time it fires (the next
--- run of a schedule, or the retry of one whose firing failed: it is due no earlier).
+-- run of a schedule, or the retry of one whose firing failed: it is due no earlier). Paused
+-- namespaces are left out (their resume wakes the loop).
 SELECT coalesce(%(now)s, now()) AS now,
        (SELECT min(least(first.next_run_at, first.retry_at))
         FROM unnest(%(namespaces)b::text[]) AS offered(namespace)
@@ -248,7 +252,10 @@ SELECT coalesce(%(now)s, now()) AS now,
                     FROM tickwork.schedules s
                     WHERE s.namespace = offered.namespace AND s.enabled AND NOT s.suspended
                       AND s.firing_retry_at IS NOT NULL) AS retry_at
-        ) AS first) AS next_run_at;
+        ) AS first
+        WHERE NOT EXISTS (SELECT FROM tickwork.pauses p
+                          WHERE p.scope = 'namespace' AND p.name = offered.namespace))
+           AS next_run_at;
 
 -- name: schedule_upcoming
 -- The specs of the offered namespaces' schedules due before a horizon, one schedule each (the
@@ -272,6 +279,8 @@ FROM (
         ORDER BY s.next_run_at
         LIMIT %(rows)s
     ) AS soon
+    WHERE NOT EXISTS (SELECT FROM tickwork.pauses p
+                      WHERE p.scope = 'namespace' AND p.name = offered.namespace)
     ORDER BY soon.namespace, soon.spec_key, soon.next_run_at
 ) AS first_of_each
 ORDER BY next_run_at
@@ -306,8 +315,8 @@ SET last_job_id = %(job_id)s,
 WHERE namespace = %(namespace)s AND name = %(name)s;
 
 -- name: schedule_gauge
--- Per namespace: schedules by state, those more than %(overdue_seconds)s late, and the live
--- workers offering it (seen within %(ttl_seconds)s).
+-- Per namespace: schedules by state, those more than %(overdue_seconds)s late (none while the
+-- namespace is paused), and the live workers offering it (seen within %(ttl_seconds)s).
 WITH counts AS (
     SELECT namespace,
            count(*) FILTER (WHERE enabled AND NOT suspended) AS enabled,
@@ -320,9 +329,23 @@ WITH counts AS (
     FROM tickwork.schedules
     GROUP BY namespace
 )
-SELECT c.namespace, c.enabled, c.suspended, c.disabled, c.overdue,
+SELECT c.namespace, c.enabled, c.suspended, c.disabled,
+       CASE WHEN EXISTS (SELECT FROM tickwork.pauses p  -- held on purpose: not overdue
+                         WHERE p.scope = 'namespace' AND p.name = c.namespace)
+            THEN 0 ELSE c.overdue END AS overdue,
        (SELECT count(*) FROM tickwork.workers w
         WHERE c.namespace = ANY(w.namespaces)
           AND w.last_seen_at >= coalesce(%(now)s, now()) - make_interval(secs => %(ttl_seconds)s))
            AS workers
 FROM counts c;
+
+-- name: schedule_resume_namespace
+-- A schedule namespace resumed from a pause: as for a resumed suspend (schedules/sync.py),
+-- every occurrence of its enabled, unsuspended schedules before now is a miss, which each
+-- schedule's misfire policy decides about at its next firing. Only the schedules already due
+-- change (the others missed nothing).
+UPDATE tickwork.schedules
+SET missed_before = coalesce(%(now)s, now())
+WHERE namespace = %(namespace)s AND enabled AND NOT suspended
+  AND next_run_at <= coalesce(%(now)s, now())
+RETURNING name;
