@@ -64,6 +64,14 @@ class Cluster:
         async with self.server.post(POLICIES, json={**body, "spec": spec}) as response:
             assert response.status < 300, await response.text()
 
+    async def patch_policy(self, name: str, spec: dict[str, Any]) -> None:
+        """A merge patch of a TenantPolicy's spec (as ``kubectl patch --type merge``)."""
+        headers = {"Content-Type": "application/merge-patch+json"}
+        async with self.server.patch(
+            f"{POLICIES}/{name}", json={"spec": spec}, headers=headers
+        ) as response:
+            assert response.status < 300, await response.text()
+
     async def delete_policy(self, name: str) -> None:
         async with self.server.delete(f"{POLICIES}/{name}") as response:
             assert response.status < 300, await response.text()

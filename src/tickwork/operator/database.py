@@ -22,7 +22,9 @@ from tickwork.db import namespaces as namespaces_db
 from tickwork.db import pauses as pauses_db
 from tickwork.db import schedules as db
 from tickwork.db import workers as workers_db
-from tickwork.errors import NamespaceOwned
+from tickwork.errors import InvalidInput, NamespaceOwned
+from tickwork.flow import pausing
+from tickwork.flow.pauses import Scope
 from tickwork.model import Actor
 from tickwork.schedules import operations, sync
 from tickwork.schedules.definition import ScheduleDefinition
@@ -166,6 +168,44 @@ class Database:
     async def pauses(self) -> list[pauses_db.PauseRow]:
         """The paused queues and schedule namespaces (for the Served condition)."""
         return await asyncio.to_thread(self._run, pauses_db.list_pauses())
+
+    async def hold(
+        self, wanted: Mapping[str, Actor], candidates: Sequence[str], prefix: str
+    ) -> list[Outcome]:
+        """Make the pauses of schedule namespaces that TenantPolicies order (one transaction,
+        through :mod:`tickwork.flow.pausing`, so audited): pause each namespace of ``wanted``
+        that is not paused, as its actor; resume each of ``candidates`` not in ``wanted`` whose
+        pause an actor starting with ``prefix`` made (the operator's own, for a policy), and no
+        other. Returns the changes (a namespace not synced yet is left for the next call)."""
+
+        def call() -> list[Outcome]:
+            changes: list[Outcome] = []
+            with (
+                self._connection_pool().connection(timeout=self.timeout) as conn,
+                conn.transaction(),
+            ):
+                rows = store.run(conn, pauses_db.list_pauses(Scope.NAMESPACE.value))
+                paused = {row.name: row for row in rows}
+                for name, actor in sorted(wanted.items()):
+                    if name in paused:
+                        continue  # paused already, by a policy or by a person: nothing to do
+                    try:
+                        changes.append(pausing.pause(conn, Scope.NAMESPACE, name, actor, None))
+                    except InvalidInput:
+                        continue  # not in the database (yet): nothing fires there
+                for row in rows:
+                    if (
+                        row.name in candidates
+                        and row.name not in wanted
+                        and row.paused_by.startswith(prefix)
+                    ):
+                        policy = row.paused_by.removeprefix(prefix)
+                        reason = f"TenantPolicy {policy!r} no longer pauses it"
+                        actor = Actor(row.paused_by, reason)
+                        changes.append(pausing.resume(conn, Scope.NAMESPACE, row.name, actor, None))
+            return [change for change in changes if change.changed]
+
+        return await asyncio.to_thread(call)
 
     def close(self) -> None:
         if self._pool is not None:

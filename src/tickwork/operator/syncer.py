@@ -14,6 +14,13 @@ Nothing is synced until ``barrier`` returns (the index holds every Schedule that
 owns in PostgreSQL within its scope (:meth:`Database.owned_namespaces`) that no Schedule names
 any more, which prunes Schedules deleted while the operator was down, and nothing another
 scope's operator synced.
+
+After its syncs, a round makes the pauses TenantPolicies order (``spec.paused``,
+:func:`tenancy.held`): each schedule namespace this operator syncs that a paused policy governs
+is paused, audited as ``operator:<cluster>/tenantpolicy/<name>``; a pause of that actor whose
+policy no longer orders it is resumed; a pause anyone else made is never touched. Only when
+what the policies order (or the namespaces it applies to) changed since the last success, so
+a round that changes nothing there costs no query and writes no audit record.
 """
 
 from __future__ import annotations
@@ -29,8 +36,10 @@ from tickwork import metrics
 from tickwork.clock import sleep
 from tickwork.errors import InvalidInput, NamespaceOwned
 from tickwork.logs import fields
+from tickwork.model import Actor
 from tickwork.operator.database import Database, DatabaseError
 from tickwork.operator.desired import Desired, DesiredState, Entry, group
+from tickwork.schedules import tenancy
 from tickwork.schedules.tenancy import TenantPolicy
 
 log = logging.getLogger(__name__)
@@ -97,6 +106,15 @@ class Syncer:
         self._known: set[str] = set()
         self._retry_at: dict[str, float] = {}
         self._failures: dict[str, int] = {}
+        self._held: tuple[frozenset[str], dict[str, Actor]] | None = None
+        """What the last successful :meth:`_hold` applied: (namespaces, pauses ordered)."""
+        self._hold_failures = 0
+        self._hold_retry_at = 0.0
+
+    @property
+    def pause_prefix(self) -> str:
+        """How the actor of every pause a TenantPolicy ordered starts."""
+        return f"{self.owner}/tenantpolicy/"
 
     def notify(self) -> None:
         """Something changed: sync what differs, soon."""
@@ -175,10 +193,55 @@ class Syncer:
             if state.outcome is not Outcome.SYNCED:
                 retry_at = self._retry_at[namespace]
                 next_retry = retry_at if next_retry is None else min(next_retry, retry_at)
+        hold_retry = await self._hold()
+        if hold_retry is not None:
+            next_retry = hold_retry if next_retry is None else min(next_retry, hold_retry)
         async with self._round_done:
             self._round_done.notify_all()
         self.on_round()
         return next_retry
+
+    async def _hold(self) -> float | None:
+        """Pause and resume what TenantPolicies order; returns when to try again (loop time)
+        after a failure, else None."""
+        loop = asyncio.get_running_loop()
+        candidates = frozenset(
+            namespace
+            for namespace in self._known
+            if (state := self._states.get(namespace)) is None or state.outcome is Outcome.SYNCED
+        )
+        wanted = {
+            namespace: Actor(
+                self.pause_prefix + policy.name,
+                policy.paused_reason or f"TenantPolicy {policy.name!r} has spec.paused: true",
+            )
+            for namespace, policy in tenancy.held(self.policies(), candidates).items()
+        }
+        if self._held == (candidates, wanted):
+            return None
+        if self._hold_failures and self._hold_retry_at > loop.time():
+            return self._hold_retry_at
+        try:
+            changes = await self.database.hold(wanted, sorted(candidates), self.pause_prefix)
+        except DatabaseError as error:
+            metrics.OPERATOR_ERRORS.labels("database").inc()
+            self._hold_failures += 1
+            delay = min(
+                FIRST_RETRY_SECONDS * 2 ** (self._hold_failures - 1), self.retry_max_seconds
+            )
+            self._hold_retry_at = loop.time() + delay
+            log.warning(
+                "pausing for TenantPolicies failed (retry in %gs): %s",
+                delay,
+                error,
+                extra=fields(action="pause_failed"),
+            )
+            return self._hold_retry_at
+        self._hold_failures = 0
+        self._held = (candidates, wanted)
+        for change in changes:
+            log.info("%s", change.message, extra=fields(action=change.action))
+        return None
 
     async def _sync(
         self, namespace: str, wanted: Desired, previous: NamespaceState | None

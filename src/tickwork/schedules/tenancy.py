@@ -15,6 +15,8 @@ rules through :func:`check` (docs/tenancy.md).
   applies to them.
 * A policy that cannot be read refuses every Schedule of the namespaces it covers (all of them,
   when even its ``spec.namespaces`` cannot be read): a broken policy fails closed.
+* A policy with ``spec.paused: true`` holds the schedule namespaces it governs (:func:`held`):
+  the operator pauses them (docs/flow-control.md); ``tickwork sync --policy`` ignores it.
 
 Every refusal names the field and the rule, e.g. ``spec.job.queue: queue 'payments' is not
 allowed for namespace team-a by TenantPolicy 'team-a' (allowed: team-a-*)``.
@@ -45,6 +47,8 @@ POLICY_VIOLATION = "PolicyViolation"
 MAX_PATTERN_LENGTH = limits.MAX_NAME_LENGTH + 2
 """A pattern is a name of at most 255 characters (queue, kind) with a few glob characters."""
 MAX_FILE_BYTES = 1024 * 1024
+MAX_PAUSED_REASON = 1000
+"""The longest ``spec.pausedReason`` (a pause's reason takes as many characters)."""
 
 _SPEC_FIELDS = frozenset(
     {
@@ -55,6 +59,8 @@ _SPEC_FIELDS = frozenset(
         "maxPriority",
         "concurrencyKeyPrefix",
         "containers",
+        "paused",
+        "pausedReason",
     }
 )
 
@@ -79,11 +85,38 @@ class TenantPolicy:
     """Every ``job.concurrencyKey`` must start with it; None: any key."""
     containers: ContainerRules | None = None
     """What a ``spec.jobTemplate`` may run; None: no restriction beyond ``kinds``."""
+    paused: bool = False
+    """Whether the schedule namespaces it governs are paused (:func:`held`)."""
+    paused_reason: str | None = None
+    """Why, recorded as the pause's reason."""
     error: str | None = None
     """Why the document is invalid (then it refuses everything it covers)."""
 
     def covers(self, namespace: str) -> bool:
         return _matches(namespace, self.namespaces)
+
+    def governs(self, schedule_namespace: str) -> bool:
+        """Whether the Schedules it covers may sync into ``schedule_namespace``: one named
+        after a Kubernetes namespace it covers (their own), or one it allows besides."""
+        return _matches(schedule_namespace, self.namespaces) or _matches(
+            schedule_namespace, self.schedule_namespaces
+        )
+
+
+def held(
+    policies: Iterable[TenantPolicy], schedule_namespaces: Iterable[str]
+) -> dict[str, TenantPolicy]:
+    """The schedule namespaces among ``schedule_namespaces`` that a paused policy governs, each
+    with the first such policy by name. An invalid policy holds nothing: it refuses the
+    Schedules it covers already, and an unreadable ``spec.paused`` is no order to pause."""
+    paused = sorted((p for p in policies if p.paused and p.error is None), key=lambda p: p.name)
+    found: dict[str, TenantPolicy] = {}
+    for namespace in sorted(set(schedule_namespaces)):
+        for policy in paused:
+            if policy.governs(namespace):
+                found[namespace] = policy
+                break
+    return found
 
 
 @dataclass(frozen=True)
@@ -253,6 +286,20 @@ def _from_spec(name: str, spec: Mapping[str, Any]) -> TenantPolicy:
             "spec.concurrencyKeyPrefix: must be a string of 1 to "
             f"{limits.MAX_CONCURRENCY_KEY_LENGTH} characters without NUL"
         )
+    paused = spec.get("paused", False)
+    if not isinstance(paused, bool):
+        raise PolicyError("spec.paused: must be true or false")
+    reason = spec.get("pausedReason")
+    if reason is not None and (
+        not isinstance(reason, str)
+        or not reason
+        or "\x00" in reason
+        or len(reason) > MAX_PAUSED_REASON
+    ):
+        raise PolicyError(
+            f"spec.pausedReason: must be a string of 1 to {MAX_PAUSED_REASON} characters "
+            "without NUL"
+        )
     containers = None
     if spec.get("containers") is not None:
         try:
@@ -268,6 +315,8 @@ def _from_spec(name: str, spec: Mapping[str, Any]) -> TenantPolicy:
         max_priority=ceiling,
         concurrency_key_prefix=prefix,
         containers=containers,
+        paused=paused,
+        paused_reason=reason,
     )
 
 
