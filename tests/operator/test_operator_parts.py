@@ -4,7 +4,7 @@ retries and deletion wait (against a fake database), and sync's protected names 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -18,6 +18,7 @@ from tickwork.cli.operator import build_config
 from tickwork.clock import SettableClock
 from tickwork.db.schedules import ScheduleRow
 from tickwork.errors import ConfigurationError
+from tickwork.model import Actor
 from tickwork.operator import handlers, status, webhook
 from tickwork.operator.config import OperatorConfig
 from tickwork.operator.database import Database
@@ -28,6 +29,7 @@ from tickwork.schedules import sync
 from tickwork.schedules.definition import ScheduleDefinition
 from tickwork.schedules.sync import SyncReport
 from tickwork.schedules.tenancy import Refusal, TenantPolicy
+from tickwork.transitions import Outcome as TransitionOutcome
 
 SPEC: dict[str, Any] = {"schedule": "0 * * * *", "job": {"kind": "k"}}
 OLD = {"creationTimestamp": "2026-01-01T00:00:00Z", "uid": "uid-z"}
@@ -222,6 +224,7 @@ class FakeDatabase(Database):
     def __init__(self) -> None:
         super().__init__("postgresql://unused")
         self.calls: list[tuple[str, list[str], frozenset[str]]] = []
+        self.holds: list[tuple[dict[str, Actor], list[str], str]] = []
         self.failing = False
 
     async def sync(
@@ -240,8 +243,20 @@ class FakeDatabase(Database):
     async def owned_namespaces(self, owner: str) -> list[str]:
         return ["old"]
 
+    async def hold(
+        self, wanted: Mapping[str, Actor], candidates: Sequence[str], prefix: str
+    ) -> list[TransitionOutcome]:
+        if self.failing:
+            raise psycopg.OperationalError("connection refused")
+        self.holds.append((dict(wanted), list(candidates), prefix))
+        return []
 
-async def run_syncer(entries: list[Entry]) -> tuple[Syncer, FakeDatabase, asyncio.Task[None]]:
+
+async def run_syncer(
+    entries: list[Entry],
+    policies: list[TenantPolicy] | None = None,
+    rounds: list[None] | None = None,
+) -> tuple[Syncer, FakeDatabase, asyncio.Task[None]]:
     database = FakeDatabase()
 
     async def complete() -> None:
@@ -254,7 +269,8 @@ async def run_syncer(entries: list[Entry]) -> tuple[Syncer, FakeDatabase, asynci
         coalesce_seconds=0.05,
         coalesce_max_seconds=0.5,
         retry_max_seconds=0.2,
-        on_round=lambda: None,
+        on_round=lambda: (rounds if rounds is not None else []).append(None),
+        policies=lambda: policies or (),
     )
     task = asyncio.create_task(syncer.run(complete))
     await asyncio.wait_for(syncer.ready.wait(), 5)
@@ -302,6 +318,45 @@ async def test_a_failed_sync_is_retried_and_a_deletion_waits_for_it() -> None:
         settled = await syncer.settle("ns", "b", timeout=5)
         assert settled is not None and settled.outcome is Outcome.SYNCED
         assert settled.synced is not None and not settled.synced.lists("b")
+    finally:
+        task.cancel()
+
+
+async def test_pauses_ordered_by_policies_are_applied_once_per_change_not_per_round() -> None:
+    """The syncer asks the database to make the pauses TenantPolicies order on its first round
+    (to resume what a policy deleted meanwhile ordered), then only when what they order or the
+    namespaces they apply to changed: a round that changes neither costs no query."""
+    entries = [entry_of(body("a"))]
+    policies: list[TenantPolicy] = []
+    rounds: list[None] = []
+    syncer, database, task = await run_syncer(entries, policies, rounds)
+    try:
+        await until(lambda: database.holds)
+        assert database.holds == [({}, ["ns", "old"], "operator:test/tenantpolicy/")]
+
+        async def another_round() -> None:
+            seen = len(rounds)
+            syncer.notify()
+            await until(lambda: len(rounds) > seen)
+
+        entries.append(entry_of(body("b")))  # a sync of ns: same namespaces, same order
+        await another_round()
+        await another_round()
+        assert len(database.holds) == 1
+
+        policies.append(TenantPolicy("freeze", ("ns",), paused=True, paused_reason="why"))
+        await another_round()
+        actor = Actor("operator:test/tenantpolicy/freeze", "why")
+        assert database.holds[1:] == [({"ns": actor}, ["ns", "old"], syncer.pause_prefix)]
+        await another_round()
+        assert len(database.holds) == 2
+
+        database.failing = True  # the database fails: retried until it answers
+        policies.clear()
+        await another_round()
+        database.failing = False
+        await until(lambda: len(database.holds) == 3)
+        assert database.holds[2][0] == {}
     finally:
         task.cancel()
 

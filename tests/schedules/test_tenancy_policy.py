@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from tickwork.schedules.tenancy import (
     PolicyError,
     TenantPolicy,
     check,
+    held,
     load,
     parse,
     policy_of,
@@ -194,6 +196,8 @@ FULL = {
         "allowedImagePrefixes": ["registry.example.com/team-a/"],
         "allowPrivileged": True,
     },
+    "paused": True,
+    "pausedReason": "incident 42",
 }
 
 
@@ -207,6 +211,8 @@ def test_a_full_document_reads_as_written() -> None:
         max_priority=10,
         concurrency_key_prefix="team-a:",
         containers=ContainerRules(("registry.example.com/team-a/",), allow_privileged=True),
+        paused=True,
+        paused_reason="incident 42",
     )
 
 
@@ -222,6 +228,9 @@ def test_a_full_document_reads_as_written() -> None:
         ({"namespaces": ["a"], "maxPriority": 40000}, "spec.maxPriority: must be an integer"),
         ({"namespaces": ["a"], "concurrencyKeyPrefix": ""}, "spec.concurrencyKeyPrefix: must"),
         ({"namespaces": ["a"], "tenant": "me"}, "spec.tenant: unknown field"),
+        ({"namespaces": ["a"], "paused": "yes"}, "spec.paused: must be true or false"),
+        ({"namespaces": ["a"], "pausedReason": ""}, "spec.pausedReason: must be a string"),
+        ({"namespaces": ["a"], "pausedReason": "x" * 1001}, "spec.pausedReason: must be"),
         ({"namespace": ["a"]}, "spec.namespace: unknown field (did you mean `namespaces`?)"),
         ("x", "spec: is required and must be a mapping"),
     ],
@@ -293,3 +302,58 @@ def test_a_policy_file_fails_in_one_line(tmp_path: Path, text: str, message: str
         load(path)
     assert str(caught.value).startswith(f"{path}: ") and message in str(caught.value)
     assert "\n" not in str(caught.value)
+
+
+# --- spec.paused: the schedule namespaces a paused policy holds ----------------------------
+
+
+def test_a_paused_policy_holds_its_tenants_own_namespaces_and_its_schedule_namespaces() -> None:
+    freeze = TenantPolicy(
+        "freeze", ("team-*",), schedule_namespaces=("shared-?",), paused=True, paused_reason="x"
+    )
+    known = ["team-a", "team-b", "shared-1", "shared-10", "other", "team"]
+    assert held([freeze], known) == {"team-a": freeze, "team-b": freeze, "shared-1": freeze}
+    assert held([replace(freeze, paused=False)], known) == {}
+    assert held([freeze], []) == {}, "only the namespaces given (those the operator syncs)"
+
+
+def test_an_invalid_policy_holds_nothing_and_the_first_paused_policy_by_name_is_named() -> None:
+    broken = replace(policy_of(document({"namespaces": ["a"], "paused": "yes"})), paused=True)
+    assert broken.error is not None and held([broken], ["a"]) == {}
+    first = TenantPolicy("a-first", ("a",), paused=True)
+    second = TenantPolicy("b-second", ("*",), paused=True)
+    assert held([second, first], ["a", "z"]) == {"a": first, "z": second}
+
+
+@given(
+    policies=st.lists(
+        st.builds(
+            TenantPolicy,
+            name=literals,
+            namespaces=st.tuples(names),
+            schedule_namespaces=st.lists(names, max_size=2).map(tuple),
+            paused=st.booleans(),
+        ),
+        max_size=4,
+    ),
+    known=st.lists(literals, max_size=6),
+)
+def test_a_namespace_is_held_exactly_when_a_paused_policy_may_be_synced_into_it(
+    policies: list[TenantPolicy], known: list[str]
+) -> None:
+    found = held(policies, known)
+    for namespace in known:
+        governing = [
+            p
+            for p in policies
+            if p.paused
+            and any(
+                fnmatch.fnmatchcase(namespace, pattern)
+                for pattern in (*p.namespaces, *p.schedule_namespaces)
+            )
+        ]
+        if governing:
+            assert found[namespace] == min(governing, key=lambda p: p.name)
+        else:
+            assert namespace not in found
+    assert set(found) <= set(known)
