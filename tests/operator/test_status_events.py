@@ -287,6 +287,15 @@ def test_served_says_when_the_namespace_or_the_queue_is_paused() -> None:
         "schedule namespace 'team' is paused (by alice): its schedules fire nothing until it "
         "is resumed (tickwork namespaces resume team)"
     )
+    by_policy = "operator:prod/tenantpolicy/freeze"
+    pauses = [PauseRow("namespace", "team", by_policy, datetime(2030, 1, 1, tzinfo=UTC), None)]
+    held = served.served(
+        served.Fleet.of(workers, pauses), "team", "k", "default", database_error=None
+    )
+    assert held.message == (
+        f"schedule namespace 'team' is paused (by {by_policy}): its schedules fire nothing "
+        "until it is resumed (TenantPolicy 'freeze' sets spec.paused: false)"
+    )
     pauses = [PauseRow("queue", "default", "bob", datetime(2030, 1, 1, tzinfo=UTC), None)]
     waiting = served.served(
         served.Fleet.of(workers, pauses), "team", "k", "default", database_error=None

@@ -78,8 +78,9 @@ async def test_spec_paused_pauses_the_governed_namespaces_and_false_or_delete_re
         timeout=DEADLINE,
         what="nightly: Served NamespacePaused",
     )
-    assert served(cluster, "nightly", "team-a")["message"].startswith(
-        f"schedule namespace 'team-a' is paused (by {ACTOR})"
+    assert served(cluster, "nightly", "team-a")["message"] == (
+        f"schedule namespace 'team-a' is paused (by {ACTOR}): its schedules fire nothing until "
+        "it is resumed (TenantPolicy 'freeze' sets spec.paused: false)"
     )
     assert paused_by(database_url, "team-b") is None
     assert audit(database_url, "team-a") == [("pause", ACTOR, "incident 42")]

@@ -28,6 +28,8 @@ from tickwork.schedules.tenancy import (
     held,
     load,
     parse,
+    pause_actor,
+    pausing_policy,
     policy_of,
 )
 
@@ -357,3 +359,12 @@ def test_a_namespace_is_held_exactly_when_a_paused_policy_may_be_synced_into_it(
         else:
             assert namespace not in found
     assert set(found) <= set(known)
+
+
+@given(owner=st.text(min_size=1, max_size=10), policy=literals)
+def test_the_actor_of_a_policy_pause_names_its_policy_and_no_person_looks_like_one(
+    owner: str, policy: str
+) -> None:
+    assert pausing_policy(pause_actor("operator:" + owner, policy)) == policy
+    assert pausing_policy("alice") is None
+    assert pausing_policy("operator:prod/tenantpolicy/") is None

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from tickwork.operator.status import Ready
-from tickwork.schedules import container_jobs
+from tickwork.schedules import container_jobs, tenancy
 
 CONTAINER_HINT = (
     " (it runs the Kubernetes Jobs of a spec.jobTemplate: run a worker pool with container "
@@ -117,11 +117,17 @@ def served(
             "Unknown", NO_DEFINITION, "no valid definition is stored, so there is no kind to run"
         )
     if (by := fleet.paused.get(("namespace", namespace))) is not None:
+        policy = tenancy.pausing_policy(by)
+        how = (
+            f"tickwork namespaces resume {namespace}"
+            if policy is None
+            else f"TenantPolicy {policy!r} sets spec.paused: false"
+        )
         return Ready(
             "False",
             NAMESPACE_PAUSED,
             f"schedule namespace {namespace!r} is paused (by {by}): its schedules fire nothing "
-            f"until it is resumed (tickwork namespaces resume {namespace})",
+            f"until it is resumed ({how})",
         )
     if (by := fleet.paused.get(("queue", queue))) is not None:
         return Ready(

@@ -114,7 +114,7 @@ class Syncer:
     @property
     def pause_prefix(self) -> str:
         """How the actor of every pause a TenantPolicy ordered starts."""
-        return f"{self.owner}/tenantpolicy/"
+        return tenancy.pause_actor(self.owner, "")
 
     def notify(self) -> None:
         """Something changed: sync what differs, soon."""
@@ -212,7 +212,7 @@ class Syncer:
         )
         wanted = {
             namespace: Actor(
-                self.pause_prefix + policy.name,
+                tenancy.pause_actor(self.owner, policy.name),
                 policy.paused_reason or f"TenantPolicy {policy.name!r} has spec.paused: true",
             )
             for namespace, policy in tenancy.held(self.policies(), candidates).items()

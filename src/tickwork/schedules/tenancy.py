@@ -103,6 +103,22 @@ class TenantPolicy:
         )
 
 
+PAUSE_ACTOR = "/tenantpolicy/"
+"""Between the operator's owner and the policy's name in the actor of a pause a policy
+ordered: ``operator:<cluster>/tenantpolicy/<name>``."""
+
+
+def pause_actor(owner: str, policy: str) -> str:
+    """The actor of the pauses ``policy`` orders through the operator of ``owner``."""
+    return f"{owner}{PAUSE_ACTOR}{policy}"
+
+
+def pausing_policy(actor: str) -> str | None:
+    """The TenantPolicy whose ``spec.paused`` made a pause of ``actor`` (None: a person's)."""
+    owner, found, policy = actor.partition(PAUSE_ACTOR)
+    return policy if found and owner.startswith("operator:") and policy else None
+
+
 def held(
     policies: Iterable[TenantPolicy], schedule_namespaces: Iterable[str]
 ) -> dict[str, TenantPolicy]:
