@@ -198,7 +198,13 @@ class App:
         timeout = fields.get("timeout")
         run_at = fields.get("run_at")
         check_job_fields(
-            kind=kind, queue=queue, priority=priority, max_attempts=max_attempts, timeout=timeout
+            kind=kind,
+            queue=queue,
+            priority=priority,
+            max_attempts=max_attempts,
+            timeout=timeout,
+            unique_key=fields.get("unique_key"),
+            concurrency_key=fields.get("concurrency_key"),
         )
         if run_at is not None and run_at.tzinfo is None:
             raise InvalidInput("run_at", "must be timezone-aware")

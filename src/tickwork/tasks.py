@@ -55,12 +55,17 @@ def check_job_fields(
     priority: int | None = None,
     max_attempts: int | None = None,
     timeout: float | None = None,
+    **keys: str | None,
 ) -> None:
-    """Refuse values the jobs table would refuse, naming the field."""
+    """Refuse values the jobs table would refuse, naming the field; ``keys``: text fields
+    (``unique_key``, ``concurrency_key``) checked for what PostgreSQL text cannot hold."""
     if kind is not None and not kind.strip():
         raise InvalidInput("kind", "must not be empty")
     if queue is not None and not queue.strip():
         raise InvalidInput("queue", "must not be empty")
+    for name, text in (("kind", kind), ("queue", queue), *keys.items()):
+        if text is not None and "\x00" in text:  # PostgreSQL text cannot hold it
+            raise InvalidInput(name, "must not contain NUL (U+0000) characters")
     if priority is not None and not 0 <= priority <= limits.MAX_SMALLINT:
         raise InvalidInput(
             "priority", f"must be between 0 and {limits.MAX_SMALLINT}, got {priority}"

@@ -31,6 +31,7 @@ def test_the_audit_target_names_the_scope() -> None:
         ("   ", "must not be empty"),
         (" emails", "leading or trailing spaces"),
         ("x" * (MAX_NAME + 1), f"longer than {MAX_NAME}"),
+        ("mail\x00", "NUL"),
     ],
 )
 @pytest.mark.parametrize("scope", list(Scope))
@@ -50,6 +51,9 @@ def test_a_reason_is_trimmed_blank_is_none_and_long_is_refused() -> None:
     assert check_reason(" incident 42 ") == "incident 42"
     with pytest.raises(InvalidInput, match="reason"):
         check_reason("x" * (MAX_REASON + 1))
+    with pytest.raises(InvalidInput, match="NUL") as caught:
+        check_reason("incident\x0042")
+    assert caught.value.field == "reason"
 
 
 def test_paused_seconds_never_negative() -> None:

@@ -43,6 +43,8 @@ def check_name(scope: Scope, name: str) -> str:
         raise InvalidInput(field, f"{name!r} has leading or trailing spaces")
     if len(name) > MAX_NAME:
         raise InvalidInput(field, f"longer than {MAX_NAME} characters")
+    if "\x00" in name:
+        raise InvalidInput(field, "must not contain NUL (U+0000) characters")
     return name
 
 
@@ -52,6 +54,8 @@ def check_reason(reason: str | None) -> str | None:
         return None
     if len(reason) > MAX_REASON:
         raise InvalidInput("reason", f"longer than {MAX_REASON} characters")
+    if "\x00" in reason:
+        raise InvalidInput("reason", "must not contain NUL (U+0000) characters")
     return reason.strip()
 
 
