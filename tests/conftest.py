@@ -8,6 +8,7 @@ migrated once per process; every test that asks for ``database_url`` gets a fres
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 import tempfile
 from collections.abc import AsyncIterator, Iterator
@@ -21,6 +22,7 @@ from psycopg.conninfo import make_conninfo
 
 import tickwork
 from tests.support import helpers
+from tickwork import logs
 from tickwork.clock import SettableClock
 from tickwork.db import migrate
 from tickwork.db.embedded import EmbeddedPostgres
@@ -44,6 +46,19 @@ def _database(server_url: str, name: str, template: str) -> Iterator[str]:
     finally:
         with psycopg.connect(server_url, autocommit=True) as admin:
             admin.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(ident))
+
+
+@pytest.fixture(autouse=True)
+def _logging_left_as_found() -> Iterator[None]:
+    """A command run in-process (``tickwork.cli.main``) installs tickwork's handler on the root
+    logger, bound to this test's captured stderr; later tests of the process logging through it
+    would write to a closed file (``--- Logging error ---``). Removed after each test."""
+    root = logging.getLogger()
+    level = root.level
+    yield
+    for handler in [h for h in root.handlers if isinstance(h.formatter, logs.KeyValueFormatter)]:
+        root.removeHandler(handler)
+    root.setLevel(level)
 
 
 @pytest.fixture(scope="session")
