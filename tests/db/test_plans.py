@@ -15,7 +15,9 @@ reads the table is what made them slow:
 * the operator's open jobs of a namespace;
 * the statuses of the jobs of a page of labelled Kubernetes Jobs (the container-jobs
   reconciler);
-* the claim with a queue paused, and the queue listing with its paused state.
+* the claim with a queue paused, and the queue listing with its paused state;
+* the console's waiting jobs per queue and namespace with their oldest wait: through the
+  available jobs' partial index (jobs_claim_idx), scoped or not.
 """
 
 from __future__ import annotations
@@ -79,6 +81,8 @@ def test_no_statement_reads_the_whole_jobs_table(
         "orphaned gauge": jobs_db.gauge_orphaned_jobs(60.0, None),
         "jobs gauge": jobs_db.gauge_jobs(None),
         "console queues": admin_db.queues(3600.0, 100, None, None),
+        "console queue waits": admin_db.queue_waits(100, None, None),
+        "console queue waits, scoped": admin_db.queue_waits(100, None, ["ns"]),
         "operator's open jobs": jobs_db.open_job_list(["ns"], 5),
         "container Jobs' statuses": jobs_db.job_statuses([job.id for job in table]),
     }
@@ -96,3 +100,5 @@ def test_no_statement_reads_the_whole_jobs_table(
     assert "jobs_pkey" in plans["completion"]
     assert "jobs_status_id_idx" in plans["jobs gauge"]
     assert "jobs_claim_idx" in plans["claim, a queue paused"]
+    assert "jobs_claim_idx" in plans["console queue waits"]
+    assert "jobs_claim_idx" in plans["console queue waits, scoped"]

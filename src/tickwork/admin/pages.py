@@ -63,6 +63,25 @@ def when(value: datetime | None) -> Html:
     return el("time", utc.strftime("%Y-%m-%d %H:%M:%SZ"), datetime=utc.isoformat())
 
 
+NO_NAMESPACE = "(no namespace)"
+"""Jobs enqueued outside any schedule."""
+
+
+def wait(seconds: float) -> str:
+    """A wait to the second: ``45s``, ``3m 05s``, ``2h 00m 10s``, ``3d 4h 00m 00s``."""
+    total = max(0, int(seconds))
+    days, rest = divmod(total, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d {hours}h {minutes:02d}m {secs:02d}s"
+    if hours:
+        return f"{hours}h {minutes:02d}m {secs:02d}s"
+    if minutes:
+        return f"{minutes}m {secs:02d}s"
+    return f"{secs}s"
+
+
 def status(value: JobStatus | str | None) -> Html:
     if value is None:
         return el("span", "—", class_="muted")
@@ -472,6 +491,25 @@ def overview(ctx: Context, page: reads.Overview) -> Html:
         ],
         "No jobs.",
     )
+    waits = table(
+        ["queue", "schedule namespace", "waiting (due)", "oldest wait"],
+        [
+            [
+                el("a", w.queue, href=link("/jobs", {"queue": w.queue})),
+                el("strong", "all")
+                if w.by_queue
+                else (
+                    el("span", NO_NAMESPACE, class_="muted")
+                    if w.namespace is None
+                    else el("a", w.namespace, href=link("/jobs", {"namespace": w.namespace}))
+                ),
+                w.waiting,
+                wait(w.oldest_wait_seconds),
+            ]
+            for w in page.waits
+        ],
+        "No job is waiting.",
+    )
     return layout(
         ctx,
         "Overview",
@@ -482,6 +520,8 @@ def overview(ctx: Context, page: reads.Overview) -> Html:
         workers,
         el("h2", "Queues"),
         queues,
+        el("h3", "Waiting jobs per schedule namespace"),
+        waits,
         el("h2", "Paused"),
         paused(ctx, page.pauses),
         el("h2", "Orphan kinds"),

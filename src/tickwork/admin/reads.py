@@ -109,6 +109,9 @@ class Overview:
     activity: Activity
     workers: list[admin_db.WorkerRow]
     queues: list[admin_db.QueueRow]
+    waits: list[admin_db.QueueWait]
+    """Per queue, its waiting jobs (available and due) and their oldest wait, in all and per
+    schedule namespace of the caller's scope (jobs enqueued outside any: ``namespace`` None)."""
     orphans: list[admin_db.OrphanRow]
     recent_audit: list[admin_db.AuditRow]
     pauses: list[pauses_db.PauseRow]
@@ -135,6 +138,7 @@ def overview(
         activity=activity(conn, totals.now, scope, queue=queue, namespace=namespace),
         workers=store.run(conn, admin_db.workers(live, MAX_ROWS, now, scope)),
         queues=store.run(conn, admin_db.queues(window, MAX_ROWS, now, scope)),
+        waits=store.run(conn, admin_db.queue_waits(MAX_ROWS, now, scope)),
         orphans=store.run(conn, admin_db.orphans(live, MAX_ROWS, now, scope)),
         recent_audit=store.run(
             conn, admin_db.audit(None, before=None, limit=RECENT_AUDIT, scope=scope)

@@ -102,6 +102,38 @@ def queues(
 
 
 @dataclass(frozen=True)
+class QueueWait:
+    """The waiting jobs (available and due) of a queue, of one schedule namespace or of all."""
+
+    queue: str
+    namespace: str | None
+    """None: of jobs enqueued outside any schedule, or (``by_queue``) of the whole queue."""
+    by_queue: bool
+    """The queue's total over the namespaces the reader may see."""
+    waiting: int
+    oldest_wait_seconds: float
+    """Now less the ``run_at`` of the oldest waiting job."""
+
+
+def queue_waits(limit: int, now: datetime | None, scope: Scope) -> Op[list[QueueWait]]:
+    """Per queue, its total first, then per schedule namespace (no namespace last)."""
+    return Op(
+        "job_queue_waits",
+        {"limit": limit, "now": now, "scope": _scope(scope)},
+        lambda rows: [
+            QueueWait(
+                queue=row["queue"],
+                namespace=row["namespace"],
+                by_queue=row["by_queue"],
+                waiting=int(row["waiting"]),
+                oldest_wait_seconds=float(row["oldest_wait_seconds"]),
+            )
+            for row in rows
+        ],
+    )
+
+
+@dataclass(frozen=True)
 class Totals:
     dead_jobs: int
     failing_jobs: int

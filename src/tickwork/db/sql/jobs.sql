@@ -748,6 +748,23 @@ GROUP BY queue
 ORDER BY queue
 LIMIT %(limit)s;
 
+-- name: job_queue_waits
+-- Per queue and schedule namespace (NULL: jobs enqueued outside any schedule), then per queue
+-- (by_queue), the waiting jobs (available and due) and the oldest wait: now less the run_at of
+-- the oldest of them. One pass over the available jobs through their partial index
+-- (jobs_claim_idx), those due kept: its cost grows with the backlog, as job_queues' does,
+-- not with the finished jobs kept.
+SELECT queue, schedule_namespace AS namespace,
+       grouping(schedule_namespace) = 1 AS by_queue,
+       count(*) AS waiting,
+       extract(epoch FROM coalesce(%(now)s, now()) - min(run_at))::float8 AS oldest_wait_seconds
+FROM tickwork.jobs
+WHERE status = 'available' AND run_at <= coalesce(%(now)s, now())
+  AND (%(scope)s::text[] IS NULL OR schedule_namespace = ANY (%(scope)s::text[]))
+GROUP BY GROUPING SETS ((queue, schedule_namespace), (queue))
+ORDER BY queue, by_queue DESC, namespace NULLS LAST
+LIMIT %(limit)s;
+
 -- name: job_page
 -- A keyset page of jobs, newest first, under optional filters; failing: available again
 -- after a failed attempt. A running job's picker comes with its process's last heartbeat;
