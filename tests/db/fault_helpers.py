@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
 
@@ -111,8 +112,18 @@ class Fleet:
         self.processes: dict[str, subprocess.Popen[str]] = {}
         self._files: list[IO[str]] = []
 
-    def start(self, name: str, database_url: str, **settings: Any) -> subprocess.Popen[str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("TICKWORK_")}
+    def start(
+        self,
+        name: str,
+        database_url: str,
+        *,
+        variables: Mapping[str, str | None] | None = None,
+        **settings: Any,
+    ) -> subprocess.Popen[str]:
+        """Start worker ``name`` (its ``--name`` too); ``settings`` as ``TICKWORK_*`` variables,
+        then ``variables`` as they are (None: unset)."""
+        inherited = os.environ.items()
+        env = {k: v for k, v in inherited if not k.startswith("TICKWORK_") and k != "POD_NAME"}
         env.update(
             PYTHONPATH=os.pathsep.join(filter(None, [str(HERE), env.get("PYTHONPATH")])),
             FAULT_DIR=str(self.runs),
@@ -122,6 +133,11 @@ class Fleet:
             TICKWORK_SHUTDOWN_GRACE_SECONDS="5",
         )
         env.update({f"TICKWORK_{key.upper()}": str(value) for key, value in settings.items()})
+        for key, value in (variables or {}).items():
+            if value is None:
+                env.pop(key, None)
+            else:
+                env[key] = value
         log = (self.logs / f"{name}.log").open("w")
         self._files.append(log)
         process = subprocess.Popen(

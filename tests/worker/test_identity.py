@@ -14,10 +14,8 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import socket
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -28,7 +26,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 import tickwork
 from tests.db.fault_app import WORK
-from tests.db.fault_helpers import CutProxy, runs_by_process
+from tests.db.fault_helpers import CutProxy, Fleet, runs_by_process
 from tests.support.helpers import T0, at, opened, scalar, settings, wait_until_sync
 from tickwork.clock import SettableClock
 from tickwork.db import jobs as jobs_db
@@ -36,9 +34,6 @@ from tickwork.db import store
 from tickwork.db import workers as workers_db
 from tickwork.worker.identity import NameTaken
 from tickwork.worker.runner import Worker
-
-TICKWORK = str(Path(sys.executable).parent / "tickwork")
-FAULT_APP_DIR = Path(__file__).parents[1] / "db"
 
 
 def _app(database_url: str, clock: SettableClock) -> tickwork.App:
@@ -184,48 +179,21 @@ Start = Callable[..., subprocess.Popen[str]]
 @pytest.fixture
 def start(tmp_path: Path) -> Iterator[Start]:
     """``tickwork worker --app fault_app:app`` as ``key`` (its stderr in ``<tmp>/<key>.log``),
-    with ``env`` on top of a clean environment; every one left is stopped after."""
+    with no name of its own unless ``env`` gives one; every one left is stopped after."""
     (tmp_path / "runs").mkdir()
-    started: list[subprocess.Popen[str]] = []
-    logs: list[Any] = []
+    fleet = Fleet(tmp_path / "runs", tmp_path)
 
     def launch(key: str, database_url: str, **env: str) -> subprocess.Popen[str]:
-        clean = {
-            k: v for k, v in os.environ.items() if not k.startswith("TICKWORK_") and k != "POD_NAME"
-        }
-        clean.update(
-            PYTHONPATH=os.pathsep.join(filter(None, [str(FAULT_APP_DIR), clean.get("PYTHONPATH")])),
-            FAULT_DIR=str(tmp_path / "runs"),
-            TICKWORK_DATABASE_URL=database_url,
-            TICKWORK_HTTP_PORT="0",
-            TICKWORK_POLL_SECONDS="0.2",
-            TICKWORK_SHUTDOWN_GRACE_SECONDS="1",
+        variables: dict[str, str | None] = {
+            "TICKWORK_NAME": None,
+            "TICKWORK_POLL_SECONDS": "0.2",
+            "TICKWORK_SHUTDOWN_GRACE_SECONDS": "1",
             **env,
-        )
-        log = (tmp_path / f"{key}.log").open("w")
-        logs.append(log)
-        process = subprocess.Popen(
-            [TICKWORK, "worker", "--app", "fault_app:app", "--log-level", "info"],
-            env=clean,
-            stdout=subprocess.DEVNULL,
-            stderr=log,
-            text=True,
-        )
-        started.append(process)
-        return process
+        }
+        return fleet.start(key, database_url, variables=variables)
 
     yield launch
-    for process in started:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-    for process in started:
-        try:
-            process.wait(20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(5)
-    for log in logs:
-        log.close()
+    fleet.stop()
 
 
 def _log(tmp_path: Path, key: str) -> str:

@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
 import subprocess
-import sys
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, timedelta
 from pathlib import Path
@@ -23,6 +21,7 @@ import pytest
 
 import tickwork
 from tests.db.fault_app import WORK
+from tests.db.fault_helpers import Fleet
 from tests.support.helpers import (
     T0,
     ajob_row,
@@ -40,8 +39,6 @@ from tickwork.db import workers as workers_db
 from tickwork.worker import deaths
 from tickwork.worker.runner import Worker
 
-TICKWORK = str(Path(sys.executable).parent / "tickwork")
-FAULT_APP_DIR = Path(__file__).parents[1] / "db"
 HANG = "t.hang"
 
 
@@ -129,43 +126,17 @@ async def test_an_interrupted_job_that_was_asked_to_stop_is_cancelled(
 
 @pytest.fixture
 def start(tmp_path: Path) -> Iterator[Any]:
-    """``tickwork worker --app fault_app:app`` named ``name`` (stderr in ``<tmp>/<name>.log``);
-    every one left is stopped after."""
+    """``tickwork worker --app fault_app:app`` named ``name`` (stderr in ``<tmp>/<name>.log``),
+    ``env`` on top; every one left is stopped after."""
     (tmp_path / "runs").mkdir()
-    started: list[subprocess.Popen[str]] = []
+    fleet = Fleet(tmp_path / "runs", tmp_path)
 
     def launch(name: str, database_url: str, **env: str) -> subprocess.Popen[str]:
-        clean = {k: v for k, v in os.environ.items() if not k.startswith("TICKWORK_")}
-        clean.update(
-            PYTHONPATH=os.pathsep.join(filter(None, [str(FAULT_APP_DIR), clean.get("PYTHONPATH")])),
-            FAULT_DIR=str(tmp_path / "runs"),
-            TICKWORK_DATABASE_URL=database_url,
-            TICKWORK_NAME=name,
-            TICKWORK_HTTP_PORT="0",
-            TICKWORK_POLL_SECONDS="0.2",
-            **env,
-        )
-        with (tmp_path / f"{name}.log").open("w") as log:
-            process = subprocess.Popen(
-                [TICKWORK, "worker", "--app", "fault_app:app", "--log-level", "info"],
-                env=clean,
-                stdout=subprocess.DEVNULL,
-                stderr=log,
-                text=True,
-            )
-        started.append(process)
-        return process
+        variables = {"TICKWORK_POLL_SECONDS": "0.2", **env}
+        return fleet.start(name, database_url, variables=variables)
 
     yield launch
-    for process in started:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-    for process in started:
-        try:
-            process.wait(20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(5)
+    fleet.stop()
 
 
 def _running_on(conn: psycopg.Connection, job_id: int, name: str) -> bool:
