@@ -6,9 +6,8 @@ interval (2 s): the pause does not wait for it."""
 
 from __future__ import annotations
 
-import multiprocessing
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,34 +17,17 @@ import pytest
 import tickwork
 from tests.support.helpers import (
     MP_TIMED_KIND,
+    StartWorker,
     recorded_spans,
     scalar,
-    serve_worker,
-    stop_processes,
+    spawned_workers,
     wait_until_sync,
 )
 
-Start = Callable[[str, dict[str, Any]], Any]
-
 
 @pytest.fixture
-def start_worker(database_url: str, tmp_path: Path) -> Iterator[Start]:
-    ctx = multiprocessing.get_context("spawn")
-    started: list[Any] = []
-
-    def start(name: str, overrides: dict[str, Any]) -> Any:
-        process = ctx.Process(
-            target=serve_worker,
-            args=(database_url, name, str(tmp_path), overrides),
-            name=name,
-            daemon=True,
-        )
-        process.start()
-        started.append(process)
-        return process
-
-    yield start
-    stop_processes(started)
+def start_worker(database_url: str, tmp_path: Path) -> Iterator[StartWorker]:
+    yield from spawned_workers(database_url, tmp_path)
 
 
 def _count(conn: psycopg.Connection[Any], queue: str, status: str) -> int:
@@ -54,7 +36,7 @@ def _count(conn: psycopg.Connection[Any], queue: str, status: str) -> int:
 
 
 def test_nothing_of_a_paused_queue_starts_a_second_after_the_pause_across_three_processes(
-    database_url: str, conn: psycopg.Connection[Any], tmp_path: Path, start_worker: Start
+    database_url: str, conn: psycopg.Connection[Any], tmp_path: Path, start_worker: StartWorker
 ) -> None:
     names = ["pause-0", "pause-1", "pause-2"]
     overrides = {"concurrency": 4, "claim_batch": 10, "queues": ("default", "held")}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import multiprocessing
 import os
 import signal
 import socket
@@ -312,6 +313,32 @@ def recorded_spans(record_dir: Path) -> dict[int, tuple[float, float]]:
 def sync_conn(database_url: str) -> Iterator[psycopg.Connection[Any]]:
     with psycopg.connect(database_url, autocommit=True) as conn:
         yield conn
+
+
+StartWorker = Callable[[str, dict[str, Any]], Any]
+"""Start a worker process named ``name`` with settings ``overrides``; returns the process."""
+
+
+def spawned_workers(database_url: str, record_dir: Path) -> Iterator[StartWorker]:
+    """A fixture's body: start worker processes (spawned: a fresh interpreter, as in
+    production) running :func:`serve_worker`; every one still alive at the end is stopped, by
+    its own pid."""
+    ctx = multiprocessing.get_context("spawn")
+    started: list[Any] = []
+
+    def start(name: str, overrides: dict[str, Any]) -> Any:
+        process = ctx.Process(
+            target=serve_worker,
+            args=(database_url, name, str(record_dir), overrides),
+            name=name,
+            daemon=True,
+        )
+        process.start()
+        started.append(process)
+        return process
+
+    yield start
+    stop_processes(started)
 
 
 def stop_processes(processes: Sequence[Any]) -> None:

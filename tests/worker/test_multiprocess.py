@@ -5,11 +5,10 @@ overlap policy (one at a time, or side by side under Allow)."""
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import signal
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -21,38 +20,19 @@ import tickwork
 from tests.support.helpers import (
     MP_KIND,
     MP_TIMED_KIND,
+    StartWorker,
     recorded_ids,
     recorded_spans,
     scalar,
-    serve_worker,
-    stop_processes,
+    spawned_workers,
     wait_until_sync,
 )
 from tickwork.schedules.definition import ConcurrencyPolicy, JobTemplate, ScheduleDefinition
 
-Start = Callable[[str, dict[str, Any]], Any]
-
 
 @pytest.fixture
-def start_worker(database_url: str, tmp_path: Path) -> Iterator[Start]:
-    """Start a worker process (spawned: a fresh interpreter, as in production); every process
-    still alive at the end is stopped, by its own pid."""
-    ctx = multiprocessing.get_context("spawn")
-    started: list[Any] = []
-
-    def start(name: str, overrides: dict[str, Any]) -> Any:
-        process = ctx.Process(
-            target=serve_worker,
-            args=(database_url, name, str(tmp_path), overrides),
-            name=name,
-            daemon=True,
-        )
-        process.start()
-        started.append(process)
-        return process
-
-    yield start
-    stop_processes(started)
+def start_worker(database_url: str, tmp_path: Path) -> Iterator[StartWorker]:
+    yield from spawned_workers(database_url, tmp_path)
 
 
 def _counts(conn: psycopg.Connection) -> dict[str, int]:
@@ -78,7 +58,7 @@ def _stop(processes: list[Any]) -> None:
 
 
 def test_three_processes_drain_5000_jobs_each_run_exactly_once(
-    database_url: str, conn: psycopg.Connection, tmp_path: Path, start_worker: Start
+    database_url: str, conn: psycopg.Connection, tmp_path: Path, start_worker: StartWorker
 ) -> None:
     jobs = 5000
     names = ["mp-0", "mp-1", "mp-2"]
@@ -112,7 +92,7 @@ def test_three_processes_drain_5000_jobs_each_run_exactly_once(
 
 
 def test_jobs_of_a_killed_process_are_recovered_and_all_end_succeeded(
-    database_url: str, conn: psycopg.Connection, tmp_path: Path, start_worker: Start
+    database_url: str, conn: psycopg.Connection, tmp_path: Path, start_worker: StartWorker
 ) -> None:
     jobs = 2000
     names = ["mp-victim", "mp-a", "mp-b"]
@@ -192,7 +172,7 @@ def test_jobs_of_a_killed_process_are_recovered_and_all_end_succeeded(
 
 
 def test_pruning_while_processes_claim_each_job_runs_once_or_is_cancelled(
-    database_url: str, conn: psycopg.Connection, tmp_path: Path, start_worker: Start
+    database_url: str, conn: psycopg.Connection, tmp_path: Path, start_worker: StartWorker
 ) -> None:
     """A schedule's backlog drained by three worker processes is pruned mid-drain: every job
     ends either succeeded, run exactly once, or cancelled, never run; none is left pending."""
@@ -243,7 +223,7 @@ def _picked_by(conn: psycopg.Connection, ids: list[int]) -> Counter[str]:
 
 
 def test_three_default_workers_share_one_second_jobs_none_hoards(
-    database_url: str, conn: psycopg.Connection, tmp_path: Path, start_worker: Start
+    database_url: str, conn: psycopg.Connection, tmp_path: Path, start_worker: StartWorker
 ) -> None:
     """Default settings (concurrency 10, adaptive prefetch): 30 one-second jobs enqueued at
     once run on all three workers, about 10 each. Before it, a burst of no-op jobs gives the
@@ -287,7 +267,7 @@ def _most_at_once(spans: list[tuple[float, float]]) -> int:
 
 
 def test_backfilled_jobs_keep_their_schedules_overlap_policy_across_processes(
-    database_url: str, conn: psycopg.Connection, tmp_path: Path, start_worker: Start
+    database_url: str, conn: psycopg.Connection, tmp_path: Path, start_worker: StartWorker
 ) -> None:
     """20 past minutes of per-minute schedules of 1 s jobs, backfilled, drained by three
     worker processes (room for 30 jobs at once): those of the Forbid, BufferOne and Replace
