@@ -13,6 +13,7 @@ from typing import Any, TypedDict, TypeVar, Unpack
 from tickwork import metrics, tracing, transitions
 from tickwork.clock import Clock, DatabaseClock
 from tickwork.db import connections, store
+from tickwork.db import flow_rules as rules_db
 from tickwork.db import jobs as jobs_db
 from tickwork.db import pauses as pauses_db
 from tickwork.db import schedules as schedules_db
@@ -23,7 +24,7 @@ from tickwork.errors import (
     JobNotFound,
     ScheduleNotFound,
 )
-from tickwork.flow import pausing
+from tickwork.flow import limiting, limits, pausing
 from tickwork.flow.pauses import Scope
 from tickwork.logs import fields as log_fields
 from tickwork.model import (
@@ -69,7 +70,9 @@ class JobFields(TypedDict, total=False):
     timeout: float | None
     """Seconds; default: the task's."""
     concurrency_key: str | None
-    """At most one running job per key across the fleet."""
+    """At most ``concurrency_limit`` running jobs per key across the fleet."""
+    concurrency_limit: int | None
+    """How many jobs of ``concurrency_key`` may run at once (1 to 10,000); default 1."""
 
 
 class App:
@@ -206,6 +209,11 @@ class App:
             unique_key=fields.get("unique_key"),
             concurrency_key=fields.get("concurrency_key"),
         )
+        concurrency_limit = fields.get("concurrency_limit")
+        if concurrency_limit is not None:
+            if fields.get("concurrency_key") is None:
+                raise InvalidInput("concurrency_limit", "needs a concurrency_key to limit")
+            concurrency_limit = limits.check_concurrency_limit(concurrency_limit)
         if run_at is not None and run_at.tzinfo is None:
             raise InvalidInput("run_at", "must be timezone-aware")
         return NewJob(
@@ -218,6 +226,7 @@ class App:
             retry=fields.get("retry"),
             timeout=timeout,
             concurrency_key=fields.get("concurrency_key"),
+            concurrency_limit=concurrency_limit,
             unique_key=fields.get("unique_key"),
         )
 
@@ -489,6 +498,58 @@ class App:
     def list_pauses(self) -> list[pauses_db.PauseRow]:
         """The paused queues and schedule namespaces."""
         return self._run(pauses_db.list_pauses())
+
+    # --- concurrency and rate limits (tickwork.flow) --------------------------------------
+
+    def set_limit(
+        self,
+        scope: str,
+        name: str,
+        *,
+        max_running: int | None = None,
+        rate: str | limits.Rate | None = None,
+        rate_key: str | None = None,
+        weight: int | None = None,
+        actor: str = "api",
+        reason: str | None = None,
+        request_id: str | None = None,
+    ) -> transitions.Outcome:
+        """Limit a ``"queue"``, ``"kind"`` or schedule ``"namespace"`` fleet-wide; audited.
+        ``max_running``: at most that many of its jobs run at once; ``rate``: at most so many
+        starts per period (``"100/min"``, ``"10/s"``, ``"50/10s"``), per value of the payload
+        field ``rate_key`` when given; ``weight`` (a namespace): its share in fair claiming.
+        Replaces the group's rule; docs/flow-control.md says how rules combine."""
+        rule = limits.Rule(
+            limits.scope_of(scope),
+            name,
+            max_running,
+            limits.Rate.parse(rate) if isinstance(rate, str) else rate,
+            rate_key,
+            weight,
+        )
+        who = Actor(actor, reason, request_id)
+        with self.connection() as conn:
+            return limiting.set_rule(conn, rule, who, self.clock.now())
+
+    def remove_limit(
+        self,
+        scope: str,
+        name: str,
+        *,
+        actor: str = "api",
+        reason: str | None = None,
+        request_id: str | None = None,
+    ) -> transitions.Outcome:
+        """Remove the rule of a queue, kind or schedule namespace; audited."""
+        which = limits.scope_of(scope)
+        who = Actor(actor, reason, request_id)
+        with self.connection() as conn:
+            return limiting.remove_rule(conn, which, name, who, self.clock.now())
+
+    def list_limits(self, scope: str | None = None) -> list[rules_db.RuleRow]:
+        """The rules, with their groups' running jobs and their rates' recent starts."""
+        which = limits.scope_of(scope) if scope is not None else None
+        return self._run(rules_db.list_rules(which, self.clock.now()))
 
     # --- schedules ---------------------------------------------------------------------
     # Desired-state sync, the revision-fenced single fire, backfill, manual trigger and the

@@ -129,6 +129,8 @@ class NewJob:
     retry: Backoff | None = None
     timeout: float | None = None
     concurrency_key: str | None = None
+    concurrency_limit: int | None = None
+    """How many jobs of ``concurrency_key`` may run at once; None: 1."""
     unique_key: str | None = None
     """While a job of this kind and key is available or running, it is returned instead."""
     schedule_namespace: str | None = None

@@ -100,6 +100,7 @@ def _fields(job: NewJob) -> dict[str, Any]:
         "retry_max": job.retry.max if job.retry else None,
         "timeout": job.timeout,
         "concurrency_key": job.concurrency_key,
+        "concurrency_limit": job.concurrency_limit,
     }
 
 
@@ -174,7 +175,7 @@ class CreatedJob:
 
 def template_columns(jobs: Sequence[NewJob]) -> dict[str, list[Any]]:
     """The parallel arrays of what schedule jobs take from their template (kind, queue,
-    payload, priority, attempts, retry, timeout, concurrency key), as the queries inserting
+    payload, priority, attempts, retry, timeout, concurrency key and limit), as the queries inserting
     them name their parameters. Payloads come from validated definitions or stored state:
     plain JSON already."""
     retries = [j.retry for j in jobs]
@@ -189,6 +190,7 @@ def template_columns(jobs: Sequence[NewJob]) -> dict[str, list[Any]]:
         "retry_maxes": [r.max if r else None for r in retries],
         "timeouts": [j.timeout for j in jobs],
         "concurrency_keys": [j.concurrency_key for j in jobs],
+        "concurrency_limits": [j.concurrency_limit for j in jobs],
     }
 
 
@@ -251,6 +253,14 @@ def claim_jobs(
         _jobs,
         binary=True,
     )
+
+
+def lock_claim_rules(queues: Sequence[str], kinds: Sequence[str], now: datetime | None) -> Op[int]:
+    """Lock, until the commit, the flow rules that limit what a claim of ``queues`` and
+    ``kinds`` serves, for the :func:`claim_jobs` that follows in the same transaction (which
+    gives a rule it does not hold no room); how many rules apply, held or not."""
+    params = {"queues": list(queues), "kinds": list(kinds), "now": now}
+    return Op("job_claim_rules", params, lambda rows: int(rows[0]["applying"]))
 
 
 def adopt_jobs(incarnation: UUID, held: Sequence[JobId]) -> Op[list[Job]]:

@@ -53,6 +53,7 @@ from tickwork.db import duties as duties_db
 from tickwork.db import jobs as jobs_db
 from tickwork.db import workers as workers_db
 from tickwork.errors import InvalidInput
+from tickwork.flow.look import RuleLook
 from tickwork.logs import fields
 from tickwork.maintenance import duties, firing
 from tickwork.maintenance.service import Service
@@ -104,6 +105,8 @@ class Worker:
         self._max_attempts = {kind: task.max_attempts for kind, task in app.registry.items()}
         self.queues = list(settings.queues) or sorted({"default", *app.registry.queues()})
         self._extra_loops = extra_loops
+        self._rules = RuleLook()
+        """Whether the next claim locks the flow rules first (job_claim_rules)."""
         self.estimates = prefetch.Estimates()
         """Claim round trip and time per job, measured: how many jobs to hold ahead."""
         self._buffer: asyncio.Queue[Job | None] = asyncio.Queue()
@@ -403,19 +406,24 @@ class Worker:
     async def claim_once(self, limit: int) -> list[Job]:
         """One claim statement; the jobs go to the buffer for the slots."""
         try:
+            now = self.clock.now()
+            claim = jobs_db.claim_jobs(
+                self.name,
+                self.queues,
+                self._max_attempts,
+                limit,
+                self.settings.lease_seconds,
+                now,
+                incarnation=self.incarnation,
+            )
             async with self.pool.connection() as conn:
-                jobs = await store.arun(
-                    conn,
-                    jobs_db.claim_jobs(
-                        self.name,
-                        self.queues,
-                        self._max_attempts,
-                        limit,
-                        self.settings.lease_seconds,
-                        self.clock.now(),
-                        incarnation=self.incarnation,
-                    ),
-                )
+                if self._rules.due():
+                    async with conn.transaction():
+                        rules = jobs_db.lock_claim_rules(self.queues, self.kinds, now)
+                        self._rules.looked(await store.arun(conn, rules))
+                        jobs = await store.arun(conn, claim)
+                else:
+                    jobs = await store.arun(conn, claim)
         except connections.UniqueViolation:
             # Two workers raced for the same concurrency key; the index refused the second.
             log.debug(

@@ -12,13 +12,14 @@ WITH inserted AS (
     INSERT INTO tickwork.jobs (
         kind, queue, payload, priority, run_at, max_attempts,
         retry_base_seconds, retry_rate, retry_max_seconds, timeout_seconds,
-        concurrency_key, unique_key, schedule_namespace, schedule_name, occurrence_at,
-        trace_context)
+        concurrency_key, concurrency_limit, unique_key, schedule_namespace, schedule_name,
+        occurrence_at, trace_context)
     VALUES (
         %(kind)s, %(queue)s, %(payload)s, %(priority)s,
         coalesce(%(run_at)s, %(now)s, now()), %(max_attempts)s,
         %(retry_base)s, %(retry_rate)s, %(retry_max)s, %(timeout)s,
-        %(concurrency_key)s, %(unique_key)s, NULL, NULL, NULL, %(trace_context)s)
+        %(concurrency_key)s, %(concurrency_limit)s, %(unique_key)s, NULL, NULL, NULL,
+        %(trace_context)s)
     ON CONFLICT (kind, unique_key)
         WHERE unique_key IS NOT NULL AND status IN ('available', 'running')
         DO NOTHING
@@ -37,11 +38,11 @@ LIMIT 1;
 INSERT INTO tickwork.jobs (
     kind, queue, payload, priority, run_at, max_attempts,
     retry_base_seconds, retry_rate, retry_max_seconds, timeout_seconds, concurrency_key,
-    trace_context)
+    concurrency_limit, trace_context)
 SELECT %(kind)s, %(queue)s, p.payload, %(priority)s,
        coalesce(%(run_at)s, %(now)s, now()), %(max_attempts)s,
        %(retry_base)s, %(retry_rate)s, %(retry_max)s, %(timeout)s, %(concurrency_key)s,
-       %(trace_context)s::jsonb
+       %(concurrency_limit)s, %(trace_context)s::jsonb
 FROM unnest(%(payloads)s::jsonb[]) WITH ORDINALITY AS p(payload, n)
 ORDER BY p.n
 RETURNING id;
@@ -68,109 +69,309 @@ WHERE coalesce(%(run_at)s::timestamptz, %(now)s::timestamptz, now()) <= now();
 INSERT INTO tickwork.jobs (
     kind, queue, payload, priority, run_at, max_attempts,
     retry_base_seconds, retry_rate, retry_max_seconds, timeout_seconds, concurrency_key,
-    schedule_namespace, schedule_name, occurrence_at, trace_context)
+    concurrency_limit, schedule_namespace, schedule_name, occurrence_at, trace_context)
 SELECT u.kind, u.queue, u.payload, u.priority, coalesce(u.run_at, %(now)s, now()),
        u.max_attempts, u.retry_base, u.retry_rate, u.retry_max, u.timeout, u.concurrency_key,
-       u.namespace, u.name, u.occurrence_at, %(trace_context)b::jsonb
+       u.concurrency_limit, u.namespace, u.name, u.occurrence_at, %(trace_context)b::jsonb
 FROM unnest(%(kinds)b::text[], %(queues)b::text[], %(payloads)b::jsonb[],
             %(priorities)b::smallint[], %(run_ats)b::timestamptz[], %(max_attempts)b::integer[],
             %(retry_bases)b::double precision[], %(retry_rates)b::double precision[],
             %(retry_maxes)b::double precision[], %(timeouts)b::double precision[],
-            %(concurrency_keys)b::text[], %(namespaces)b::text[], %(names)b::text[],
+            %(concurrency_keys)b::text[], %(concurrency_limits)b::integer[],
+            %(namespaces)b::text[], %(names)b::text[],
             %(occurrences)b::timestamptz[]) WITH ORDINALITY
      AS u(kind, queue, payload, priority, run_at, max_attempts, retry_base, retry_rate,
-          retry_max, timeout, concurrency_key, namespace, name, occurrence_at, place)
+          retry_max, timeout, concurrency_key, concurrency_limit, namespace, name,
+          occurrence_at, place)
 ORDER BY u.place
 ON CONFLICT (schedule_namespace, schedule_name, occurrence_at)
     WHERE occurrence_at IS NOT NULL
     DO NOTHING
 RETURNING id, schedule_namespace, schedule_name, occurrence_at;
 
+-- name: job_claim_rules
+-- Before job_claim, in its transaction (docs/flow-control.md): lock the flow rules that limit
+-- what the claim serves (try, never wait: a rule another claimer holds is left to it), drop
+-- their starts older than a period, and tell the claim which rules this transaction holds
+-- (the setting tickwork.claim_rules, until the commit). The claim that follows counts each
+-- held rule's running jobs and starts in a snapshot taken after the lock, so it sees what the
+-- previous holder committed: two claimers never both take a rule's last room. Returns how
+-- many rules apply (0: the worker may claim without this statement for a while).
+WITH applying AS MATERIALIZED (
+    SELECT r.id, r.rate IS NOT NULL AS rated, r.period_seconds
+    FROM tickwork.flow_rules r
+    WHERE (r.max_running IS NOT NULL OR r.rate IS NOT NULL)
+      AND (r.scope = 'namespace'
+           OR (r.scope = 'queue' AND r.name = ANY(%(queues)s::text[]))
+           OR (r.scope = 'kind' AND r.name = ANY(%(kinds)s::text[])))
+    ORDER BY r.id
+),
+locked AS MATERIALIZED (
+    SELECT id, rated, period_seconds FROM applying
+    WHERE pg_try_advisory_xact_lock(1952672875, id::integer)  -- 1952672875: 'tick', the rules' class
+),
+pruned AS (
+    DELETE FROM tickwork.flow_starts s
+    USING locked l
+    WHERE s.rule_id = l.id AND l.rated
+      AND s.started_at <= coalesce(%(now)s, now()) - make_interval(secs => l.period_seconds)
+)
+SELECT (SELECT count(*) FROM applying) AS applying,
+       set_config('tickwork.claim_rules',
+                  coalesce((SELECT string_agg(id::text, ',') FROM locked), ''), true) AS held;
+
 -- name: job_claim
 -- Claim up to %(limit)s due jobs of the given kinds and queues in one statement. A job
 -- enqueued without max_attempts takes the claiming worker's task setting for its kind.
--- Jobs whose concurrency key is busy (a job with that key is running, cancel requested or
--- not) are passed over inside the scan, so they never hold back the jobs behind them; of the
--- rest, one job per key per batch: the key's first in claim order, passed over while an
--- earlier one this claimer could take is locked by another claimer (so a key's jobs start in
--- order: a backfill's occurrences oldest first). The advisory lock keeps two claimers from
--- taking the same key at once, and the unique index jobs_concurrency_key_idx is the final guard.
--- Two ordered scans of jobs_claim_idx give the claim order: the jobs of a priority above 0
--- first, then those of priority 0 (the usual one), whose scan seeks straight to the lowest
--- claim floor of the queues and kinds served (migration 0013; -infinity when one of them has
--- no valid floor); the first scan judges its entries below that floor on the index alone.
+--
+-- Flow control (docs/flow-control.md). A paused queue (tickwork.pauses, migration 0020) is
+-- left out of the queues served, read in this statement. A flow rule (tickwork.flow_rules,
+-- migration 0021) limits the jobs of a queue, kind or schedule namespace: the rules that
+-- job_claim_rules locked in this transaction have the room their running jobs and recent
+-- starts leave; the others none (a claim made without job_claim_rules leaves every limited
+-- group alone). A group with no room is left out of the scans like a paused queue, so its
+-- jobs hold back no other group's; of the jobs locked, each rule takes at most its room, in
+-- claim order (per value of a keyed rate's payload field), and the rate rules record their
+-- starts. A concurrency key lets concurrency_limit of its jobs run (NULL: 1): keys at their
+-- limit are passed over inside the scan; of the rest, at most the room per key, each job
+-- given a free slot; a key of limit 1 only for its first due job this claimer could take (so
+-- a backfill's occurrences start oldest first). The advisory lock keeps two claimers from
+-- taking the same key at once, and the unique index jobs_concurrency_slot_idx is the final
+-- guard.
+--
+-- Claim order: the jobs of a priority above 0 first (an ordered scan of jobs_claim_idx),
+-- then those of priority 0 (the usual one) shared fairly between tenants (the schedule
+-- namespaces, and '' for the jobs enqueued from code): the tenants with waiting jobs are found
+-- by skipping through jobs_tenant_idx, one descent each; each gets a share of the batch in
+-- proportion to its weight (the remainder drawn at random, weighted), taken oldest first from
+-- its own range of that index; what the shares leave is filled in run_at order by the scan of
+-- jobs_claim_idx, which seeks straight to the lowest claim floor of the queues and kinds
+-- served (migration 0013; -infinity when one of them has no valid floor).
 -- The chosen jobs are updated where their lock found them (ctid: a locked row cannot move;
 -- one page read instead of a primary key descent: 4.2 ms instead of 4.5 for 470 jobs).
--- A paused queue (tickwork.pauses, migration 0020) is left out of the queues served, read in
--- this statement: a claim whose snapshot sees the pause committed takes none of its jobs,
--- and they hold back no other queue's jobs.
 -- The payload comes as JSON text (payload_json, as in every query a Job is read from): the
 -- driver's jsonb loader took 3 µs a job, json.loads of the text 0.4 (bench/peers.py).
-WITH served AS MATERIALIZED (  -- the queues served, less the paused ones (migration 0020)
-    SELECT coalesce(array_agg(q.queue), '{}') AS queues
-    FROM unnest(%(queues)s::text[]) AS q(queue)
-    WHERE NOT EXISTS (SELECT FROM tickwork.pauses p WHERE p.scope = 'queue' AND p.name = q.queue)
+WITH RECURSIVE
+rules AS MATERIALIZED (  -- the limits on what this claim serves; locked: by job_claim_rules
+    SELECT r.id, r.scope, r.name, r.max_running, r.rate, r.period_seconds, r.rate_key,
+           r.id = ANY(coalesce(string_to_array(
+               nullif(current_setting('tickwork.claim_rules', true), ''), ',')::bigint[], '{}'))
+               AS locked
+    FROM tickwork.flow_rules r
+    WHERE (r.max_running IS NOT NULL OR r.rate IS NOT NULL)
+      AND (r.scope = 'namespace'
+           OR (r.scope = 'queue' AND r.name = ANY(%(queues)s::text[]))
+           OR (r.scope = 'kind' AND r.name = ANY(%(kinds)s::text[])))
 ),
-busy AS MATERIALIZED (
-    SELECT concurrency_key FROM tickwork.jobs
+running AS MATERIALIZED (  -- each locked concurrency rule's running jobs
+    SELECT r.id AS rule_id, count(j.id) AS n
+    FROM rules r
+    LEFT JOIN tickwork.jobs j
+           ON j.status = 'running'
+          AND r.name = CASE r.scope WHEN 'queue' THEN j.queue WHEN 'kind' THEN j.kind
+                                    ELSE j.schedule_namespace END
+    WHERE r.locked AND r.max_running IS NOT NULL
+    GROUP BY r.id
+),
+recent AS MATERIALIZED (  -- each locked rate rule's starts in the last period, per key
+    SELECT s.rule_id, s.key, sum(s.starts) AS n
+    FROM rules r
+    JOIN tickwork.flow_starts s ON s.rule_id = r.id
+    WHERE r.locked AND r.rate IS NOT NULL
+      AND s.started_at > coalesce(%(now)s, now()) - make_interval(secs => r.period_seconds)
+    GROUP BY s.rule_id, s.key
+),
+room AS MATERIALIZED (  -- what each rule lets start now (rate: for the key '', or a fresh key)
+    SELECT r.id, r.scope, r.name, r.rate, r.rate_key, r.locked,
+           CASE WHEN r.max_running IS NULL THEN NULL
+                WHEN NOT r.locked THEN 0
+                ELSE greatest(0, r.max_running - coalesce(
+                    (SELECT n FROM running WHERE rule_id = r.id), 0)) END AS running_room,
+           CASE WHEN r.rate IS NULL THEN NULL
+                WHEN NOT r.locked THEN 0
+                WHEN r.rate_key IS NOT NULL THEN r.rate
+                ELSE greatest(0, r.rate - coalesce(
+                    (SELECT n FROM recent WHERE rule_id = r.id AND key = ''), 0)) END AS rate_room
+    FROM rules r
+),
+shut AS MATERIALIZED (  -- the queues, kinds and namespaces with no room at all
+    SELECT coalesce(array_agg(name) FILTER (WHERE scope = 'queue'), '{}') AS queues,
+           coalesce(array_agg(name) FILTER (WHERE scope = 'kind'), '{}') AS kinds,
+           coalesce(array_agg(name) FILTER (WHERE scope = 'namespace'), '{}') AS namespaces
+    FROM room
+    WHERE running_room = 0 OR rate_room = 0
+),
+served AS MATERIALIZED (  -- the queues and kinds served, less the paused and shut ones
+    SELECT coalesce((SELECT array_agg(q.queue) FROM unnest(%(queues)s::text[]) AS q(queue)
+                     WHERE q.queue <> ALL((SELECT queues FROM shut)::text[])
+                       AND NOT EXISTS (SELECT FROM tickwork.pauses p
+                                       WHERE p.scope = 'queue' AND p.name = q.queue)),
+                    '{}') AS queues,
+           coalesce((SELECT array_agg(k.kind) FROM unnest(%(kinds)s::text[]) AS k(kind)
+                     WHERE k.kind <> ALL((SELECT kinds FROM shut)::text[])), '{}') AS kinds,
+           (SELECT namespaces FROM shut) AS shut_namespaces
+),
+busy AS MATERIALIZED (  -- the keys with running jobs: how many, their limit and slots
+    SELECT concurrency_key, count(*) AS n, min(coalesce(concurrency_limit, 1)) AS lim,
+           array_agg(coalesce(concurrency_slot, 0)) AS slots
+    FROM tickwork.jobs
     WHERE status = 'running' AND concurrency_key IS NOT NULL
+    GROUP BY concurrency_key
+),
+full_keys AS MATERIALIZED (
+    SELECT concurrency_key FROM busy WHERE n >= lim
 ),
 floor AS MATERIALIZED (
     SELECT CASE WHEN count(*) > 0 AND count(f.floor) = count(*) THEN min(f.floor)
                 ELSE '-infinity'::timestamptz END AS run_at
     FROM unnest((SELECT queues FROM served)) AS q(queue)
-    CROSS JOIN unnest(%(kinds)s::text[]) AS k(kind)
+    CROSS JOIN unnest((SELECT kinds FROM served)) AS k(kind)
     LEFT JOIN tickwork.claim_floors f
            ON f.queue = q.queue AND f.kind = k.kind
           AND f.valid_until > coalesce(%(now)s, now())
 ),
 urgent AS MATERIALIZED (
-    SELECT id, ctid AS row_id, priority, run_at, concurrency_key
+    SELECT id, ctid AS row_id, priority, run_at, concurrency_key, concurrency_limit,
+           queue, kind, schedule_namespace
     FROM tickwork.jobs
-    WHERE (SELECT cardinality(queues) FROM served) > 0  -- all paused: no scan at all
+    WHERE (SELECT cardinality(queues) * cardinality(kinds) FROM served) > 0  -- else no scan
       AND status = 'available'
       AND priority > 0
       AND run_at <= coalesce(%(now)s, now())
       AND run_at >= (SELECT run_at FROM floor)
       AND queue = ANY((SELECT queues FROM served)::text[])
-      AND kind = ANY(%(kinds)s::text[])
-      AND (concurrency_key IS NULL OR concurrency_key NOT IN (SELECT concurrency_key FROM busy))
+      AND kind = ANY((SELECT kinds FROM served)::text[])
+      AND (schedule_namespace IS NULL
+           OR schedule_namespace <> ALL((SELECT shut_namespaces FROM served)::text[]))
+      AND (concurrency_key IS NULL OR concurrency_key NOT IN (SELECT concurrency_key FROM full_keys))
     ORDER BY priority DESC, run_at, id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 ),
-usual AS MATERIALIZED (
-    SELECT id, ctid AS row_id, priority, run_at, concurrency_key
+tenants(queue, tenant) AS (  -- per queue served, its tenants with waiting jobs of priority 0
+    SELECT q.queue,
+           (SELECT coalesce(j.schedule_namespace, '') FROM tickwork.jobs j
+            WHERE j.status = 'available' AND j.priority = 0 AND j.queue = q.queue
+            ORDER BY coalesce(j.schedule_namespace, '') LIMIT 1)
+    FROM unnest((SELECT queues FROM served)) AS q(queue)
+    WHERE (SELECT cardinality(kinds) FROM served) > 0
+    UNION ALL
+    SELECT t.queue,
+           (SELECT coalesce(j.schedule_namespace, '') FROM tickwork.jobs j
+            WHERE j.status = 'available' AND j.priority = 0 AND j.queue = t.queue
+              AND coalesce(j.schedule_namespace, '') > t.tenant
+            ORDER BY coalesce(j.schedule_namespace, '') LIMIT 1)
+    FROM tenants t
+    WHERE t.tenant IS NOT NULL
+),
+weighted AS (  -- each tenant's whole share of what priority 0 may take, and its draw
+    SELECT queue, tenant, weight,
+           floor(taken * weight / sum(weight) OVER ())::integer AS share,
+           row_number() OVER (ORDER BY -ln(1.0 - random()) / weight::float8) AS draw,
+           taken
+    FROM (SELECT t.queue, t.tenant, coalesce(r.weight, 1)::numeric AS weight,
+                 %(limit)s - (SELECT count(*) FROM urgent) AS taken
+          FROM tenants t
+          LEFT JOIN tickwork.flow_rules r ON r.scope = 'namespace' AND r.name = t.tenant
+          WHERE t.tenant IS NOT NULL
+            AND t.tenant <> ALL((SELECT shut_namespaces FROM served)::text[])) AS w
+),
+shares AS MATERIALIZED (  -- the remainder goes one each to the first tenants drawn
+    SELECT queue, tenant,
+           share + CASE WHEN draw <= taken - sum(share) OVER () THEN 1 ELSE 0 END AS share
+    FROM weighted
+),
+fair AS MATERIALIZED (
+    SELECT f.*
+    FROM shares s
+    CROSS JOIN LATERAL (
+        SELECT j.id, j.ctid AS row_id, j.priority, j.run_at, j.concurrency_key,
+               j.concurrency_limit, j.queue, j.kind, j.schedule_namespace
+        FROM tickwork.jobs j
+        WHERE j.status = 'available'
+          AND j.priority = 0
+          AND j.queue = s.queue
+          AND coalesce(j.schedule_namespace, '') = s.tenant
+          AND j.run_at <= coalesce(%(now)s, now())
+          AND j.kind = ANY((SELECT kinds FROM served)::text[])
+          AND (j.concurrency_key IS NULL
+               OR j.concurrency_key NOT IN (SELECT concurrency_key FROM full_keys))
+        ORDER BY j.run_at, j.id
+        LIMIT s.share
+        FOR UPDATE SKIP LOCKED
+    ) f
+    WHERE s.share > 0
+),
+usual AS MATERIALIZED (  -- what the shares left, oldest first
+    SELECT id, ctid AS row_id, priority, run_at, concurrency_key, concurrency_limit,
+           queue, kind, schedule_namespace
     FROM tickwork.jobs
-    WHERE (SELECT cardinality(queues) FROM served) > 0
+    WHERE (SELECT cardinality(queues) * cardinality(kinds) FROM served) > 0
       AND status = 'available'
       AND priority = 0
       AND run_at <= coalesce(%(now)s, now())
       AND run_at >= (SELECT run_at FROM floor)
       AND queue = ANY((SELECT queues FROM served)::text[])
-      AND kind = ANY(%(kinds)s::text[])
-      AND (concurrency_key IS NULL OR concurrency_key NOT IN (SELECT concurrency_key FROM busy))
+      AND kind = ANY((SELECT kinds FROM served)::text[])
+      AND (schedule_namespace IS NULL
+           OR schedule_namespace <> ALL((SELECT shut_namespaces FROM served)::text[]))
+      AND (concurrency_key IS NULL OR concurrency_key NOT IN (SELECT concurrency_key FROM full_keys))
+      AND id NOT IN (SELECT id FROM fair)
     ORDER BY priority DESC, run_at, id
-    LIMIT %(limit)s - (SELECT count(*) FROM urgent)
+    LIMIT %(limit)s - (SELECT count(*) FROM urgent) - (SELECT count(*) FROM fair)
     FOR UPDATE SKIP LOCKED
 ),
-locked AS (
+locked AS MATERIALIZED (
     SELECT * FROM urgent
+    UNION ALL
+    SELECT * FROM fair
     UNION ALL
     SELECT * FROM usual
 ),
-keyed AS (
-    SELECT row_id, concurrency_key, id,
-           row_number() OVER (PARTITION BY concurrency_key ORDER BY priority DESC, run_at, id) AS rank
-    FROM locked
-    WHERE concurrency_key IS NOT NULL
+checks AS MATERIALIZED (  -- each locked job against each rule with room that applies to it
+    SELECT l.id, g.rule_id, g.gate, g.key,
+           row_number() OVER (PARTITION BY g.rule_id, g.gate, g.key
+                              ORDER BY l.priority DESC, l.run_at, l.id) <= g.room AS fits
+    FROM locked l
+    JOIN room r
+      ON r.name = CASE r.scope WHEN 'queue' THEN l.queue WHEN 'kind' THEN l.kind
+                               ELSE l.schedule_namespace END
+    CROSS JOIN LATERAL (
+        SELECT r.id AS rule_id, 'running' AS gate, '' AS key, r.running_room AS room
+        WHERE r.running_room IS NOT NULL
+        UNION ALL
+        SELECT r.id, 'rate', k.key,
+               CASE WHEN r.rate_key IS NULL THEN r.rate_room
+                    ELSE greatest(0, r.rate - coalesce(
+                        (SELECT n FROM recent WHERE rule_id = r.id AND key = k.key), 0)) END
+        FROM (SELECT CASE WHEN r.rate_key IS NULL THEN ''
+                          ELSE left(coalesce((SELECT x.payload ->> r.rate_key FROM tickwork.jobs x
+                                              WHERE x.ctid = l.row_id), ''), 200) END AS key) k
+        WHERE r.rate_room IS NOT NULL
+    ) g
 ),
-chosen AS (
-    SELECT row_id FROM locked WHERE concurrency_key IS NULL
+passed AS (  -- the locked jobs every rule applying to them has room for
+    SELECT * FROM locked
+    WHERE id NOT IN (SELECT id FROM checks WHERE NOT fits)
+),
+keyed AS (
+    SELECT p.row_id, p.concurrency_key, p.id, coalesce(p.concurrency_limit, 1) AS lim,
+           row_number() OVER (PARTITION BY p.concurrency_key
+                              ORDER BY p.priority DESC, p.run_at, p.id) AS rank,
+           coalesce(b.n, 0) AS n, coalesce(b.slots, '{}') AS slots
+    FROM passed p
+    LEFT JOIN busy b ON b.concurrency_key = p.concurrency_key
+    WHERE p.concurrency_key IS NOT NULL
+),
+chosen AS MATERIALIZED (
+    SELECT row_id, id, NULL::integer AS slot FROM passed WHERE concurrency_key IS NULL
     UNION ALL
-    SELECT row_id FROM keyed k
-    WHERE k.rank = 1
-      AND k.id = (  -- the key's first job this claimer could take (migration 0019)
+    SELECT k.row_id, k.id,
+           (SELECT s.slot FROM generate_series(0, k.lim - 1) AS s(slot)
+            WHERE s.slot <> ALL(k.slots) ORDER BY s.slot OFFSET k.rank - 1 LIMIT 1)
+    FROM keyed k
+    WHERE k.rank <= k.lim - k.n
+      AND (k.lim > 1 OR k.id = (  -- a key of limit 1: its first job this claimer could take
           SELECT e.id FROM tickwork.jobs e
           WHERE e.concurrency_key = k.concurrency_key
             AND e.status = 'available'
@@ -178,7 +379,7 @@ chosen AS (
             AND e.queue = ANY((SELECT queues FROM served)::text[])
             AND e.kind = ANY(%(kinds)s::text[])
           ORDER BY e.priority DESC, e.run_at, e.id
-          LIMIT 1)
+          LIMIT 1))
       AND pg_try_advisory_xact_lock(hashtextextended('tickwork:' || k.concurrency_key, 0))
 ),
 claimed AS (
@@ -193,6 +394,7 @@ claimed AS (
         picked_by_incarnation = %(incarnation)s::uuid,
         started_at = coalesce(%(now)s, now()),
         lease_expires_at = coalesce(%(now)s, now()) + make_interval(secs => %(lease_seconds)s),
+        concurrency_slot = (SELECT c.slot FROM chosen c WHERE c.id = j.id),
         version = j.version + 1
     WHERE j.ctid = ANY(ARRAY(SELECT row_id FROM chosen))
     RETURNING j.id, j.kind, j.queue, j.payload::text AS payload_json, j.priority, j.run_at,
@@ -200,6 +402,13 @@ claimed AS (
               j.retry_max_seconds, j.timeout_seconds, j.concurrency_key, j.unique_key,
               j.schedule_namespace, j.schedule_name, j.occurrence_at, j.lease_expires_at,
               j.started_at, j.status::text AS status, j.picked_by, j.trace_context
+),
+started AS (  -- the starts the rate rules count
+    INSERT INTO tickwork.flow_starts (rule_id, key, started_at, starts)
+    SELECT c.rule_id, c.key, coalesce(%(now)s, now()), count(*)
+    FROM checks c
+    WHERE c.gate = 'rate' AND c.id IN (SELECT id FROM claimed)
+    GROUP BY c.rule_id, c.key
 )
 -- Handed over in claim order (UPDATE ... RETURNING has none): the worker starts its batch
 -- highest priority first.

@@ -150,9 +150,9 @@ outcome AS MATERIALIZED (
                 %(priorities)b::smallint[], %(max_attempts)b::integer[],
                 %(retry_bases)b::double precision[], %(retry_rates)b::double precision[],
                 %(retry_maxes)b::double precision[], %(timeouts)b::double precision[],
-                %(concurrency_keys)b::text[]) WITH ORDINALITY
+                %(concurrency_keys)b::text[], %(concurrency_limits)b::integer[]) WITH ORDINALITY
          AS o(kind, queue, payload, priority, max_attempts, retry_base, retry_rate, retry_max,
-              timeout, concurrency_key, outcome)
+              timeout, concurrency_key, concurrency_limit, outcome)
 ),
 occurrence AS MATERIALIZED (
     SELECT *
@@ -163,10 +163,10 @@ created AS (
     INSERT INTO tickwork.jobs (
         kind, queue, payload, priority, run_at, max_attempts,
         retry_base_seconds, retry_rate, retry_max_seconds, timeout_seconds, concurrency_key,
-        schedule_namespace, schedule_name, occurrence_at, trace_context)
+        concurrency_limit, schedule_namespace, schedule_name, occurrence_at, trace_context)
     SELECT o.kind, o.queue, o.payload, o.priority, j.run_at, o.max_attempts,
            o.retry_base, o.retry_rate, o.retry_max, o.timeout, o.concurrency_key,
-           c.namespace, c.name, j.occurrence_at, %(trace_context)b::jsonb
+           o.concurrency_limit, c.namespace, c.name, j.occurrence_at, %(trace_context)b::jsonb
     FROM claimed c
     JOIN outcome o ON o.outcome = c.outcome
     JOIN occurrence j ON j.outcome = c.outcome
