@@ -149,8 +149,10 @@ def test_a_keyed_rate_counts_each_payload_value_apart_and_a_missing_field_as_emp
     app.set_limit("kind", KIND, rate="2/min", rate_key="customer", actor="test")
     payloads = [{"customer": c} for c in "aaabbb"] + [{}, {}, {"customer": None}, [1]]
     app.enqueue_many(KIND, payloads)
-    taken = Counter(str(j.payload.get("customer")) if isinstance(j.payload, dict) else "list"
-                    for j in claim_ruled(conn))
+    taken = Counter(
+        str(j.payload.get("customer")) if isinstance(j.payload, dict) else "list"
+        for j in claim_ruled(conn)
+    )
     assert taken["a"] == 2 and taken["b"] == 2
     assert taken["None"] + taken["list"] == 2, "no field, null or no object: the empty key"
     assert claim_ruled(conn) == []

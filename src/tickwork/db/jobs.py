@@ -175,8 +175,8 @@ class CreatedJob:
 
 def template_columns(jobs: Sequence[NewJob]) -> dict[str, list[Any]]:
     """The parallel arrays of what schedule jobs take from their template (kind, queue,
-    payload, priority, attempts, retry, timeout, concurrency key and limit), as the queries inserting
-    them name their parameters. Payloads come from validated definitions or stored state:
+    payload, priority, attempts, retry, timeout, concurrency key and limit), as the queries
+    inserting them name their parameters. Payloads come from validated definitions or stored state:
     plain JSON already."""
     retries = [j.retry for j in jobs]
     return {

@@ -153,9 +153,7 @@ def check_count(value: Any, field: str, most: int) -> int:
 
 def check_period(seconds: float, field: str) -> float:
     if not math.isfinite(seconds) or not 0 < seconds <= MAX_PERIOD_SECONDS:
-        raise InvalidInput(
-            field, f"the period must be over 0 and at most a day, got {seconds:g}s"
-        )
+        raise InvalidInput(field, f"the period must be over 0 and at most a day, got {seconds:g}s")
     return seconds
 
 
