@@ -145,8 +145,9 @@ SELECT (SELECT count(*) FROM applying) AS applying,
 -- by skipping through jobs_tenant_idx, one descent each; each gets a share of the batch in
 -- proportion to its weight (the remainder drawn at random, weighted), taken oldest first from
 -- its own range of that index; what the shares leave is filled in run_at order by the scan of
--- jobs_claim_idx, which seeks straight to the lowest claim floor of the queues and kinds
--- served (migration 0013; -infinity when one of them has no valid floor).
+-- jobs_claim_idx. Every scan starts at the lowest claim floor of the queues and kinds served
+-- (migration 0013; -infinity when one of them has no valid floor), so entries a held-open
+-- snapshot keeps below it are passed over on the index alone.
 -- The chosen jobs are updated where their lock found them (ctid: a locked row cannot move;
 -- one page read instead of a primary key descent: 4.2 ms instead of 4.5 for 470 jobs).
 -- The payload comes as JSON text (payload_json, as in every query a Job is read from): the
@@ -252,6 +253,7 @@ tenants(queue, tenant) AS (  -- per queue served, its tenants with waiting jobs 
     SELECT q.queue,
            (SELECT coalesce(j.schedule_namespace, '') FROM tickwork.jobs j
             WHERE j.status = 'available' AND j.priority = 0 AND j.queue = q.queue
+              AND j.run_at >= (SELECT run_at FROM floor)
             ORDER BY coalesce(j.schedule_namespace, '') LIMIT 1)
     FROM unnest((SELECT queues FROM served)) AS q(queue)
     WHERE (SELECT cardinality(kinds) FROM served) > 0
@@ -260,6 +262,7 @@ tenants(queue, tenant) AS (  -- per queue served, its tenants with waiting jobs 
            (SELECT coalesce(j.schedule_namespace, '') FROM tickwork.jobs j
             WHERE j.status = 'available' AND j.priority = 0 AND j.queue = t.queue
               AND coalesce(j.schedule_namespace, '') > t.tenant
+              AND j.run_at >= (SELECT run_at FROM floor)
             ORDER BY coalesce(j.schedule_namespace, '') LIMIT 1)
     FROM tenants t
     WHERE t.tenant IS NOT NULL
@@ -293,6 +296,7 @@ fair AS MATERIALIZED (
           AND j.queue = s.queue
           AND coalesce(j.schedule_namespace, '') = s.tenant
           AND j.run_at <= coalesce(%(now)s, now())
+          AND j.run_at >= (SELECT run_at FROM floor)
           AND j.kind = ANY((SELECT kinds FROM served)::text[])
           AND (j.concurrency_key IS NULL
                OR j.concurrency_key NOT IN (SELECT concurrency_key FROM full_keys))
@@ -301,6 +305,7 @@ fair AS MATERIALIZED (
         FOR UPDATE SKIP LOCKED
     ) f
     WHERE s.share > 0
+    LIMIT %(limit)s  -- the shares add up to at most this: it tells the planner so
 ),
 usual AS MATERIALIZED (  -- what the shares left, oldest first
     SELECT id, ctid AS row_id, priority, run_at, concurrency_key, concurrency_limit,
