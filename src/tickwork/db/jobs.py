@@ -255,12 +255,26 @@ def claim_jobs(
     )
 
 
-def lock_claim_rules(queues: Sequence[str], kinds: Sequence[str], now: datetime | None) -> Op[int]:
+@dataclass(frozen=True)
+class ClaimRules:
+    applying: int
+    """How many flow rules apply to what the claim serves, held or not."""
+    room_in_seconds: float | None
+    """When the first spent rate (not keyed) has room again; None: none is spent."""
+
+
+def lock_claim_rules(
+    queues: Sequence[str], kinds: Sequence[str], now: datetime | None
+) -> Op[ClaimRules]:
     """Lock, until the commit, the flow rules that limit what a claim of ``queues`` and
     ``kinds`` serves, for the :func:`claim_jobs` that follows in the same transaction (which
-    gives a rule it does not hold no room); how many rules apply, held or not."""
+    gives a rule it does not hold no room)."""
     params = {"queues": list(queues), "kinds": list(kinds), "now": now}
-    return Op("job_claim_rules", params, lambda rows: int(rows[0]["applying"]))
+    return Op(
+        "job_claim_rules",
+        params,
+        lambda rows: ClaimRules(int(rows[0]["applying"]), rows[0]["room_in_seconds"]),
+    )
 
 
 def adopt_jobs(incarnation: UUID, held: Sequence[JobId]) -> Op[list[Job]]:

@@ -5,6 +5,9 @@ While none does, the worker claims with the one statement alone and looks again 
 :data:`LOOK_SECONDS`: meanwhile a rule set since gives that claim no room in its group (the
 claim reads the rules itself), so a new limit is never exceeded; it may only hold the group's
 jobs on this worker for that long.
+
+A worker whose claim found nothing sleeps until woken (a job enqueued, room freed on it) or
+its poll interval; when the rules said a spent rate has room again sooner, until then.
 """
 
 from __future__ import annotations
@@ -21,12 +24,22 @@ class RuleLook:
         self._monotonic = monotonic
         self._applying = False
         self._looked_at = -math.inf
+        self._room_at: float | None = None
 
     def due(self) -> bool:
         """Whether the next claim locks the rules first."""
         return self._applying or self._monotonic() - self._looked_at >= LOOK_SECONDS
 
-    def looked(self, applying: int) -> None:
-        """The rules locked found ``applying`` rules on what this worker serves."""
+    def looked(self, applying: int, room_in_seconds: float | None = None) -> None:
+        """The rules locked found ``applying`` rules on what this worker serves, the first
+        spent rate having room again in ``room_in_seconds`` (None: none spent)."""
         self._applying = applying > 0
         self._looked_at = self._monotonic()
+        self._room_at = None if room_in_seconds is None else self._looked_at + room_in_seconds
+
+    def idle_seconds(self, poll_seconds: float) -> float:
+        """How long a worker whose claim found nothing waits before it claims again (unless
+        woken): its poll interval, or less when a spent rate has room again sooner."""
+        if self._room_at is None:
+            return poll_seconds
+        return max(0.001, min(poll_seconds, self._room_at - self._monotonic()))

@@ -420,7 +420,8 @@ class Worker:
                 if self._rules.due():
                     async with conn.transaction():
                         rules = jobs_db.lock_claim_rules(self.queues, self.kinds, now)
-                        self._rules.looked(await store.arun(conn, rules))
+                        looked = await store.arun(conn, rules)
+                        self._rules.looked(looked.applying, looked.room_in_seconds)
                         jobs = await store.arun(conn, claim)
                 else:
                     jobs = await store.arun(conn, claim)
@@ -476,7 +477,7 @@ class Worker:
                 continue
             outage.recovered()
             if not got:  # a short batch may have left a job behind a key it took: claim again
-                await sleep(self.settings.poll_seconds, self._wake)
+                await sleep(self._rules.idle_seconds(self.settings.poll_seconds), self._wake)
                 if not self._held.unfinished:  # ran dry: the next jobs may be slow ones
                     self.estimates.idle()
 

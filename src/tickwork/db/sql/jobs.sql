@@ -96,7 +96,9 @@ RETURNING id, schedule_namespace, schedule_name, occurrence_at;
 -- (the setting tickwork.claim_rules, until the commit). The claim that follows counts each
 -- held rule's running jobs and starts in a snapshot taken after the lock, so it sees what the
 -- previous holder committed: two claimers never both take a rule's last room. Returns how
--- many rules apply (0: the worker may claim without this statement for a while).
+-- many rules apply (0: the worker may claim without this statement for a while), and in how
+-- many seconds the first rate without room has room again (NULL: none is spent), for a
+-- worker that found nothing to sleep no longer.
 WITH applying AS MATERIALIZED (
     SELECT r.id, r.rate IS NOT NULL AS rated, r.period_seconds
     FROM tickwork.flow_rules r
@@ -115,10 +117,22 @@ pruned AS (
     USING locked l
     WHERE s.rule_id = l.id AND l.rated
       AND s.started_at <= coalesce(%(now)s, now()) - make_interval(secs => l.period_seconds)
+),
+spent AS (  -- the locked rates (not keyed) with no room: when their oldest start leaves
+    SELECT min(s.started_at) + make_interval(secs => l.period_seconds) AS room_at
+    FROM locked l
+    JOIN tickwork.flow_rules r ON r.id = l.id AND r.rate_key IS NULL
+    JOIN tickwork.flow_starts s ON s.rule_id = l.id
+    WHERE l.rated
+      AND s.started_at > coalesce(%(now)s, now()) - make_interval(secs => l.period_seconds)
+    GROUP BY l.id, l.period_seconds, r.rate
+    HAVING sum(s.starts) >= r.rate
 )
 SELECT (SELECT count(*) FROM applying) AS applying,
        set_config('tickwork.claim_rules',
-                  coalesce((SELECT string_agg(id::text, ',') FROM locked), ''), true) AS held;
+                  coalesce((SELECT string_agg(id::text, ',') FROM locked), ''), true) AS held,
+       extract(epoch FROM (SELECT min(room_at) FROM spent) - coalesce(%(now)s, now()))::float8
+           AS room_in_seconds;
 
 -- name: job_claim
 -- Claim up to %(limit)s due jobs of the given kinds and queues in one statement. A job
