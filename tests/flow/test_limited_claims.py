@@ -215,3 +215,20 @@ def test_higher_priority_goes_first_whatever_the_tenant(
     urgent = app.enqueue_many(KIND, [{}] * 3, priority=5)
     taken = claim_ruled(conn, limit=3)
     assert [j.id for j in taken] == urgent
+
+
+def test_a_spent_keys_backlog_holds_back_no_other_key(
+    app: tickwork.App, conn: psycopg.Connection[Any]
+) -> None:
+    """Customer a's 300 jobs ahead in claim order, its rate spent: b's job behind them is
+    claimed in the same claim as a's allowance, and alone in the next."""
+    app.set_limit("kind", KIND, rate="2/min", rate_key="customer", actor="test")
+    app.enqueue_many(KIND, [{"customer": "a"}] * 300, run_at=T0 - timedelta(minutes=5))
+    late = app.enqueue(KIND, {"customer": "b"})
+    first = claim_ruled(conn, limit=10)
+    assert [j.payload["customer"] for j in first].count("a") == 2
+    app.enqueue(KIND, {"customer": "c"})
+    second = claim_ruled(conn, limit=10)
+    assert {j.payload["customer"] for j in second} <= {"b", "c"}
+    assert late in {j.id for j in first + second}
+    assert [j.payload["customer"] for j in second].count("c") == 1

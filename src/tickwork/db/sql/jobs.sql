@@ -143,10 +143,10 @@ SELECT (SELECT count(*) FROM applying) AS applying,
 -- migration 0021) limits the jobs of a queue, kind or schedule namespace: the rules that
 -- job_claim_rules locked in this transaction have the room their running jobs and recent
 -- starts leave; the others none (a claim made without job_claim_rules leaves every limited
--- group alone). A group with no room is left out of the scans like a paused queue, so its
--- jobs hold back no other group's; of the jobs locked, each rule takes at most its room, in
--- claim order (per value of a keyed rate's payload field), and the rate rules record their
--- starts. A concurrency key lets concurrency_limit of its jobs run (NULL: 1): keys at their
+-- group alone). A group with no room is left out of the scans like a paused queue, and so
+-- are the jobs of a keyed rate's spent keys, so they hold back no other group's or key's;
+-- of the jobs locked, each rule takes at most its room, in claim order (per value of a keyed
+-- rate's payload field), and the rate rules record their starts. A concurrency key lets concurrency_limit of its jobs run (NULL: 1): keys at their
 -- limit are passed over inside the scan; of the rest, at most the room per key, each job
 -- given a free slot; a key of limit 1 only for its first due job this claimer could take (so
 -- a backfill's occurrences start oldest first). The advisory lock keeps two claimers from
@@ -209,6 +209,12 @@ room AS MATERIALIZED (  -- what each rule lets start now (rate: for the key '', 
                     (SELECT n FROM recent WHERE rule_id = r.id AND key = ''), 0)) END AS rate_room
     FROM rules r
 ),
+spent AS MATERIALIZED (  -- the keys of keyed rates with no room (and whether there are any)
+    SELECT r.id, r.scope, r.name, r.rate_key, k.key
+    FROM room r
+    JOIN recent k ON k.rule_id = r.id
+    WHERE r.rate_key IS NOT NULL AND r.locked AND k.n >= r.rate
+),
 shut AS MATERIALIZED (  -- the queues, kinds and namespaces with no room at all
     SELECT coalesce(array_agg(name) FILTER (WHERE scope = 'queue'), '{}') AS queues,
            coalesce(array_agg(name) FILTER (WHERE scope = 'kind'), '{}') AS kinds,
@@ -259,6 +265,11 @@ urgent AS MATERIALIZED (
       AND (schedule_namespace IS NULL
            OR schedule_namespace <> ALL((SELECT shut_namespaces FROM served)::text[]))
       AND (concurrency_key IS NULL OR concurrency_key NOT IN (SELECT concurrency_key FROM full_keys))
+      AND (NOT EXISTS (SELECT FROM spent) OR (  -- a spent key's jobs are passed over
+          SELECT count(*) FROM spent k
+          WHERE k.name = CASE k.scope WHEN 'queue' THEN queue WHEN 'kind' THEN kind
+                                      ELSE schedule_namespace END
+            AND k.key = left(coalesce(payload ->> k.rate_key, ''), 200)) = 0)
     ORDER BY priority DESC, run_at, id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
@@ -314,6 +325,11 @@ fair AS MATERIALIZED (
           AND j.kind = ANY((SELECT kinds FROM served)::text[])
           AND (j.concurrency_key IS NULL
                OR j.concurrency_key NOT IN (SELECT concurrency_key FROM full_keys))
+          AND (NOT EXISTS (SELECT FROM spent) OR (
+              SELECT count(*) FROM spent k
+              WHERE k.name = CASE k.scope WHEN 'queue' THEN j.queue WHEN 'kind' THEN j.kind
+                                          ELSE j.schedule_namespace END
+                AND k.key = left(coalesce(j.payload ->> k.rate_key, ''), 200)) = 0)
         ORDER BY j.run_at, j.id
         LIMIT s.share
         FOR UPDATE SKIP LOCKED
@@ -335,6 +351,11 @@ usual AS MATERIALIZED (  -- what the shares left, oldest first
       AND (schedule_namespace IS NULL
            OR schedule_namespace <> ALL((SELECT shut_namespaces FROM served)::text[]))
       AND (concurrency_key IS NULL OR concurrency_key NOT IN (SELECT concurrency_key FROM full_keys))
+      AND (NOT EXISTS (SELECT FROM spent) OR (  -- a spent key's jobs are passed over
+          SELECT count(*) FROM spent k
+          WHERE k.name = CASE k.scope WHEN 'queue' THEN queue WHEN 'kind' THEN kind
+                                      ELSE schedule_namespace END
+            AND k.key = left(coalesce(payload ->> k.rate_key, ''), 200)) = 0)
       AND id NOT IN (SELECT id FROM fair)
     ORDER BY priority DESC, run_at, id
     LIMIT %(limit)s - (SELECT count(*) FROM urgent) - (SELECT count(*) FROM fair)
