@@ -13,7 +13,6 @@ from typing import Any, TypedDict, TypeVar, Unpack
 from tickwork import metrics, tracing, transitions
 from tickwork.clock import Clock, DatabaseClock
 from tickwork.db import connections, store
-from tickwork.db import flow_rules as rules_db
 from tickwork.db import jobs as jobs_db
 from tickwork.db import pauses as pauses_db
 from tickwork.db import schedules as schedules_db
@@ -546,10 +545,11 @@ class App:
         with self.connection() as conn:
             return limiting.remove_rule(conn, which, name, who, self.clock.now())
 
-    def list_limits(self, scope: str | None = None) -> list[rules_db.RuleRow]:
+    def list_limits(self, scope: str | None = None) -> list[limiting.StoredRule]:
         """The rules, with their groups' running jobs and their rates' recent starts."""
         which = limits.scope_of(scope) if scope is not None else None
-        return self._run(rules_db.list_rules(which, self.clock.now()))
+        with self.connection() as conn:
+            return limiting.list_rules(conn, which, self.clock.now())
 
     # --- schedules ---------------------------------------------------------------------
     # Desired-state sync, the revision-fenced single fire, backfill, manual trigger and the

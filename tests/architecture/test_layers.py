@@ -33,6 +33,8 @@ PURE = [
     "tickwork.schedules.container_policy",
     "tickwork.worker.retry",
     "tickwork.flow.pauses",
+    "tickwork.flow.limits",
+    "tickwork.flow.look",
     "tickwork.containers.manifests",
     "tickwork.maintenance.firing.planner",
     "tickwork.operator.translate",

@@ -1,7 +1,8 @@
 """Operations on ``tickwork.flow_rules`` (``db/sql/flow_rules.sql``, migration 0021): the
-concurrency and rate limits of queues, kinds and schedule namespaces, and namespaces' weights.
-What a rule means is :mod:`tickwork.flow.limits`'s; the claim reads the table in its own
-statements (``job_claim_rules``, ``job_claim``)."""
+concurrency and rate limits of queues, kinds and schedule namespaces, and namespaces' weights,
+as plain rows. What a rule means is :mod:`tickwork.flow.limits`'s (:mod:`tickwork.flow.limiting`
+turns these rows into rules); the claim reads the table in its own statements
+(``job_claim_rules``, ``job_claim``)."""
 
 from __future__ import annotations
 
@@ -9,56 +10,66 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from tickwork.db.store import Op, Row
-from tickwork.flow.limits import Rate, Rule, Scope
 
 
 @dataclass(frozen=True)
 class RuleRow:
     """A stored rule, who set it and when; in listings, its group's running jobs and the
-    starts of its rate's last period."""
+    starts of its rate's last period (all keys together)."""
 
-    rule: Rule
+    scope: str
+    name: str
+    max_running: int | None
+    rate: int | None
+    period_seconds: float | None
+    rate_key: str | None
+    weight: int | None
     set_by: str
     set_at: datetime
     running: int | None = None
     recent_starts: int | None = None
 
 
-def _rule(row: Row) -> RuleRow:
-    rate = None
-    if row["rate"] is not None:
-        rate = Rate(row["rate"], row["period_seconds"])
-    rule = Rule(
-        Scope(row["scope"]), row["name"], row["max_running"], rate, row["rate_key"], row["weight"]
-    )
-    return RuleRow(rule, row["set_by"], row["set_at"], row.get("running"), row.get("recent_starts"))
+def _rows(rows: list[Row]) -> list[RuleRow]:
+    return [RuleRow(**row) for row in rows]
 
 
 def _first(rows: list[Row]) -> RuleRow | None:
-    return _rule(rows[0]) if rows else None
+    return RuleRow(**rows[0]) if rows else None
 
 
-def set_rule(rule: Rule, actor: str, now: datetime | None) -> Op[RuleRow | None]:
-    """Set ``rule``, replacing its group's; the stored rule."""
+def set_rule(
+    scope: str,
+    name: str,
+    *,
+    max_running: int | None,
+    rate: int | None,
+    period_seconds: float | None,
+    rate_key: str | None,
+    weight: int | None,
+    actor: str,
+    now: datetime | None,
+) -> Op[RuleRow | None]:
+    """Set the rule of ``name``, replacing what it had; the stored rule."""
     params = {
-        "scope": rule.scope.value,
-        "name": rule.name,
-        "max_running": rule.max_running,
-        "rate": rule.rate.starts if rule.rate else None,
-        "period_seconds": rule.rate.period_seconds if rule.rate else None,
-        "rate_key": rule.rate_key,
-        "weight": rule.weight,
+        "scope": scope,
+        "name": name,
+        "max_running": max_running,
+        "rate": rate,
+        "period_seconds": period_seconds,
+        "rate_key": rate_key,
+        "weight": weight,
         "actor": actor,
         "now": now,
     }
     return Op("rule_upsert", params, _first)
 
 
-def delete_rule(scope: Scope, name: str) -> Op[RuleRow | None]:
+def delete_rule(scope: str, name: str) -> Op[RuleRow | None]:
     """Remove the rule of ``name``; the rule it had, or None."""
-    return Op("rule_delete", {"scope": scope.value, "name": name}, _first)
+    return Op("rule_delete", {"scope": scope, "name": name}, _first)
 
 
-def list_rules(scope: Scope | None = None, now: datetime | None = None) -> Op[list[RuleRow]]:
-    params = {"scope": scope.value if scope else None, "now": now}
-    return Op("rule_list", params, lambda rows: [_rule(row) for row in rows])
+def list_rules(scope: str | None = None, now: datetime | None = None) -> Op[list[RuleRow]]:
+    """The rules of ``scope`` (None: all), with their running jobs and recent starts."""
+    return Op("rule_list", {"scope": scope, "now": now}, _rows)
