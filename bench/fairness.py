@@ -28,10 +28,14 @@ One second after it ends (outcomes committed), the benchmark reads from the data
   (both the database's clock), for the jobs started by the window's end: count, p50, p99, max;
   how many of the window's occurrences have not started by then (no job, or not claimed), and
   how long the oldest of those with a job had waited (the lag it will have, at least);
-* A's drain rate: A's jobs (``schedule_namespace = 'loud'``) succeeded with finished_at in the
-  window, per second; and A's jobs still available at its end (none left: the rate is low);
+* A's drain rate: A's jobs (``schedule_namespace = 'loud'``) started in the window, per
+  second: its waiting jobs at the window's start less those at its end, plus the occurrences
+  its schedule added meanwhile (one a second). Not from the finished rows: the history
+  limits' retention deletes A's succeeded jobs beyond the newest 1,000 every few seconds (B's
+  schedule keeps 1,000, more than a run makes). And A's jobs still available at the end (none
+  left: the rate is understated);
 * the CPU time the worker processes and the PostgreSQL server (when it runs on this host)
-  used in the window, per A job succeeded in it (read from /proc, as bench/throughput.py):
+  used in the window, per A job started in it (read from /proc, as bench/throughput.py):
   other processes on the machine slow the drain rate more than the work done per job (which
   contention raises too: 438 to 2,040 µs of the server's per job here).
 
@@ -71,6 +75,7 @@ import servers
 import tickwork
 from tickwork.db import migrate
 from tickwork.schedules.definition import JobTemplate, ScheduleDefinition
+from tickwork.schedules.limits import MAX_HISTORY_LIMIT
 
 HERE = Path(__file__).resolve().parent
 TICKWORK = Path(sys.executable).parent / "tickwork"
@@ -99,6 +104,7 @@ def _definition(job_ms: int) -> ScheduleDefinition:
         name=SCHEDULE,
         job=JobTemplate(kind=KIND, payload={"ms": job_ms}),
         every=timedelta(seconds=1),
+        successful_jobs_history_limit=MAX_HISTORY_LIMIT,  # B's jobs all kept for its figures
     )
 
 
@@ -202,8 +208,11 @@ SELECT count(*),
        1000 * percentile_cont(0.5) WITHIN GROUP (ORDER BY lag),
        1000 * percentile_cont(0.99) WITHIN GROUP (ORDER BY lag),
        1000 * max(lag),
-       extract(epoch FROM %(end)s - min(occurrence_at) FILTER (WHERE lag IS NULL))::float8
+       extract(epoch FROM %(end)s - min(occurrence_at) FILTER (WHERE lag IS NULL))::float8,
+       1000 * percentile_cont(0.99) WITHIN GROUP (ORDER BY fired),
+       1000 * max(fired)
 FROM (SELECT started_at, occurrence_at,
+             extract(epoch FROM created_at - occurrence_at)::float8 AS fired,
              CASE WHEN started_at < %(end)s
                   THEN extract(epoch FROM started_at - occurrence_at)::float8 END AS lag
       FROM tickwork.jobs
@@ -211,12 +220,12 @@ FROM (SELECT started_at, occurrence_at,
         AND occurrence_at >= %(start)s AND occurrence_at < %(end)s) AS due
 """
 _LOUD_FIGURES = """
-SELECT count(*) FILTER (WHERE status = 'succeeded'
-                          AND finished_at >= %(start)s AND finished_at < %(end)s),
-       count(*) FILTER (WHERE started_at >= %(start)s AND started_at < %(end)s),
-       count(*) FILTER (WHERE status = 'available')
+SELECT count(*) FILTER (WHERE status = 'available')
 FROM tickwork.jobs
 WHERE schedule_namespace = %(ns)s
+"""
+_LOUD_WAITING = """
+SELECT count(*) FROM tickwork.jobs WHERE schedule_namespace = %(ns)s AND status = 'available'
 """
 
 
@@ -225,7 +234,7 @@ class Phase:
     rate: float
     """A's jobs succeeded per second of the window."""
     workers_us: float
-    """The worker processes' CPU time in the window per A job succeeded in it."""
+    """The worker processes' CPU time in the window per A job started in it."""
     server_us: float | None
     """The PostgreSQL server's (None: not on this host)."""
 
@@ -254,8 +263,10 @@ def _phase(url: str, args: argparse.Namespace, with_quiet: bool) -> Phase:
                 )
                 _until(conn, fleet, start)
                 cpu = Cpu(url, fleet)
+                waiting = _scalar(conn, _LOUD_WAITING, {"ns": LOUD})
                 _until(conn, fleet, end)
                 used = cpu.used()
+                waiting -= _scalar(conn, _LOUD_WAITING, {"ns": LOUD})
                 _until(conn, fleet, end + timedelta(seconds=SETTLE_SECONDS))
                 window = {"start": start, "end": end}
                 quiet = conn.execute(_QUIET_FIGURES, {**window, "ns": QUIET}).fetchone()
@@ -265,12 +276,16 @@ def _phase(url: str, args: argparse.Namespace, with_quiet: bool) -> Phase:
     assert quiet is not None and loud is not None
     if with_quiet:
         _print_quiet(args.seconds, *quiet)
-    succeeded, started, left = (int(n) for n in loud)
-    rate: float = succeeded / args.seconds
+    left = int(loud[0])
+    # Started in the window: the waiting jobs it took away, plus the occurrences A's schedule
+    # added in it (one a second). Not counted from the finished rows: the history limits'
+    # retention deletes A's succeeded jobs beyond the newest 1,000 every few seconds.
+    succeeded = started = int(waiting) + args.seconds
+    rate: float = started / args.seconds
     ran_out = " (the backlog ran out: the rate is understated)" if left == 0 else ""
     print(
-        f"  A ({LOUD}): {succeeded:,} jobs succeeded in the window = {rate:,.0f} jobs/s "
-        f"({started:,} started); {left:,} still available at the end{ran_out}"
+        f"  A ({LOUD}): {started:,} jobs started in the window = {rate:,.0f} jobs/s; "
+        f"{left:,} still available at the end{ran_out}"
     )
     workers_s, server_s = used
     phase = Phase(
@@ -278,7 +293,7 @@ def _phase(url: str, args: argparse.Namespace, with_quiet: bool) -> Phase:
         workers_s / max(succeeded, 1) * 1e6,
         None if server_s is None else server_s / max(succeeded, 1) * 1e6,
     )
-    print(f"  CPU in the window per A job succeeded in it: {_cpu(phase)}")
+    print(f"  CPU in the window per A job started in it: {_cpu(phase)}")
     print(f"  workers stopped (SIGTERM), exit codes {codes}", flush=True)
     return phase
 
@@ -323,6 +338,8 @@ def _print_quiet(
     p99: float | None,
     worst: float | None,
     oldest: float | None,
+    fired_p99: float | None,
+    fired_max: float | None,
 ) -> None:
     print(
         f"  B ({QUIET}): {seconds} occurrences due in the window, {fired} jobs fired, "
@@ -335,6 +352,11 @@ def _print_quiet(
         )
     else:
         print("  B start lag: none of the window's occurrences started by its end")
+    if fired_p99 is not None:
+        print(
+            f"  of which firing (created_at - occurrence_at, the firing transaction's start): "
+            f"p99 {fired_p99:,.0f} ms, max {fired_max:,.0f} ms"
+        )
     if oldest is not None:
         print(f"  B's oldest job not started had waited {oldest:.1f} s at the window's end")
 

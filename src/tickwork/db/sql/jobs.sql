@@ -803,11 +803,16 @@ RETURNING j.id;
 -- failedJobsHistoryLimit dead or cancelled ones (newest: finished_at, then id), at most
 -- %(limit)s of each outcome per schedule. Each schedule's history is one backward range of
 -- jobs_schedule_history_idx per outcome (the failed one sorted: two statuses).
--- A queued row is taken (locked, SKIP LOCKED: two passes never trim one schedule at once)
--- only at the generation this statement's snapshot saw, so a job that ended after that
--- snapshot leaves its schedule queued; it is dequeued unless the cap was reached (then the
--- next statement trims further). A job locked by someone else, or no longer finished, is
--- left alone. A queued schedule that no longer exists is dequeued.
+-- A queued schedule is taken by a transaction-scoped advisory lock (tried, never waited
+-- for: two passes never trim one schedule at once), not by locking its queued row: the
+-- statement trigger jobs_schedule_ended re-queues that row when a job of the schedule ends,
+-- and a row lock held while thousands of jobs are deleted stalled every completion of the
+-- schedule for as long (over a second with a backlog of 43,200, bench/fairness.py). A
+-- schedule is dequeued at the end of the statement only if its row is still at the
+-- generation this statement's snapshot saw, so a job that ended meanwhile leaves it queued;
+-- and not when the cap was reached (then the next statement trims further). A job locked by
+-- someone else, or no longer finished, is left alone. A queued schedule that no longer
+-- exists is dequeued.
 WITH seen AS (
     SELECT namespace, name, generation
     FROM tickwork.schedule_history_pending
@@ -815,11 +820,10 @@ WITH seen AS (
     LIMIT %(schedules)s
 ),
 picked AS MATERIALIZED (
-    SELECT p.namespace, p.name
-    FROM tickwork.schedule_history_pending p
-    JOIN seen ON seen.namespace = p.namespace AND seen.name = p.name
-    WHERE p.generation = seen.generation
-    FOR UPDATE OF p SKIP LOCKED
+    SELECT seen.namespace, seen.name, seen.generation
+    FROM seen
+    WHERE pg_try_advisory_xact_lock(
+        hashtextextended('tickwork:trim:' || seen.namespace || '/' || seen.name, 0))
 ),
 limits AS (
     SELECT s.namespace, s.name, s.spec -> 'successfulJobsHistoryLimit' AS succeeded,
@@ -886,6 +890,7 @@ dequeued AS (
     DELETE FROM tickwork.schedule_history_pending p
     USING picked
     WHERE p.namespace = picked.namespace AND p.name = picked.name
+      AND p.generation = picked.generation
       AND NOT EXISTS (SELECT FROM capped c WHERE c.namespace = p.namespace AND c.name = p.name)
 )
 SELECT (SELECT count(*) FROM seen) AS seen,
