@@ -22,8 +22,8 @@ from tickwork.schedules.definition import JobTemplate, ScheduleDefinition
 from tickwork.schedules.tenancy import (
     NAMESPACE_NOT_ALLOWED,
     POLICY_VIOLATION,
-    PolicyError,
     Limit,
+    PolicyError,
     TenantPolicy,
     check,
     held,
