@@ -22,10 +22,9 @@ from datetime import datetime
 from tickwork.db import connections, store
 from tickwork.db import flow_rules as rules_db
 from tickwork.flow import limiting
-from tickwork.flow.limits import Scope
+from tickwork.flow.limits import Rule, Scope
 from tickwork.logs import fields
 from tickwork.model import Actor
-from tickwork.tasks import Task
 from tickwork.transitions import Outcome
 
 log = logging.getLogger(__name__)
@@ -35,41 +34,46 @@ ACTOR = "task"
 _LOCK = "SELECT pg_advisory_xact_lock(hashtextextended('tickwork:task-rules', 0))"
 
 
+Declared = tuple[str, Rule | None]
+"""A registered kind and the rule its task declares (None: none), as
+:attr:`tickwork.tasks.Task.rule` gives it."""
+
+
 def apply(
-    conn: connections.Connection, tasks: Iterable[Task], worker: str, now: datetime | None
+    conn: connections.Connection, tasks: Iterable[Declared], worker: str, now: datetime | None
 ) -> list[Outcome]:
     """Write the kind rules ``tasks`` declare, and remove those :data:`ACTOR` set for their
     kinds that they no longer declare (in the caller's transaction); returns the changes."""
     conn.execute(_LOCK)
     current = {row.rule.name: row for row in store.run(conn, rules_db.list_rules(Scope.KIND))}
     changes: list[Outcome] = []
-    for task in tasks:
-        rule, row = task.rule, current.get(task.kind)
+    for kind, rule in tasks:
+        row = current.get(kind)
         if row is not None and row.set_by != ACTOR:
             if rule is not None and row.rule != rule:
                 log.warning(
                     "kind %s keeps the rule %s set by %s, not the task's (%s): remove it "
                     "(app.remove_limit('kind', %r)) and the next worker to start writes the "
                     "task's",
-                    task.kind,
+                    kind,
                     row.rule.describe(),
                     row.set_by,
                     rule.describe(),
-                    task.kind,
-                    extra=fields(action="task_rule_kept", kind=task.kind),
+                    kind,
+                    extra=fields(action="task_rule_kept", kind=kind),
                 )
             continue
-        reason = f"declared by task {task.kind!r} (worker {worker})"
+        reason = f"declared by task {kind!r} (worker {worker})"
         if rule is not None:
             changes.append(limiting.set_rule(conn, rule, Actor(ACTOR, reason), now))
         elif row is not None:
-            reason = f"task {task.kind!r} declares no limit (worker {worker})"
+            reason = f"task {kind!r} declares no limit (worker {worker})"
             actor = Actor(ACTOR, reason)
-            changes.append(limiting.remove_rule(conn, Scope.KIND, task.kind, actor, now))
+            changes.append(limiting.remove_rule(conn, Scope.KIND, kind, actor, now))
     return [change for change in changes if change.changed]
 
 
-def write(database_url: str, tasks: Iterable[Task], worker: str) -> list[Outcome]:
+def write(database_url: str, tasks: Iterable[Declared], worker: str) -> list[Outcome]:
     """:func:`apply` on a connection of its own, in one transaction (blocking: a worker runs
     it in a thread at its start), logging each change. A database error is logged, not
     raised: the worker runs on with the rules as they are."""

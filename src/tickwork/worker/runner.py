@@ -234,7 +234,7 @@ class Worker:
         try:
             await self._register()
             logs.CURRENT_WORKER.set(self.name)  # the tasks started below inherit it
-            tasks = [task for _, task in self.app.registry.items()]  # their kinds' flow rules:
+            tasks = [(kind, task.rule) for kind, task in self.app.registry.items()]
             await asyncio.to_thread(task_rules.write, self.settings.database_url, tasks, self.name)
             self._heartbeat.start()
             slots = [
