@@ -265,7 +265,7 @@ class Syncer:
                 weight=limit.weight,
             )
             actor = tenancy.pause_actor(self.owner, limit.policies[0])
-            wanted[namespace] = (rule, Actor(actor, f"{limit.reason()} orders it"))
+            wanted[namespace] = (rule, Actor(actor, limit.reason()))
         return await self._apply(
             self._limited,
             (candidates, wanted),

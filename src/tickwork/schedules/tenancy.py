@@ -157,7 +157,11 @@ class Limit:
     """The policies whose values won, by name (the first one is the rule's actor)."""
 
     def reason(self) -> str:
-        return f"TenantPolicy {', '.join(repr(name) for name in self.policies)}"
+        """Why the rule is so, for its audit record."""
+        names = ", ".join(repr(name) for name in self.policies)
+        if len(self.policies) == 1:
+            return f"TenantPolicy {names} orders it"
+        return f"TenantPolicies {names} order it"
 
 
 def limited(
