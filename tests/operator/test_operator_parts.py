@@ -417,6 +417,19 @@ async def test_rules_ordered_by_policies_are_applied_once_per_change_not_per_rou
         task.cancel()
 
 
+async def test_a_namespace_too_long_for_a_rule_gets_none_and_the_round_goes_on() -> None:
+    entries = [entry_of(body("a"))]
+    policies = [TenantPolicy("quota", ("*",), max_running=2)]
+    syncer, database, task = await run_syncer(entries, policies)
+    try:
+        syncer._known.add("n" * 250)  # a schedule namespace longer than a rule's name
+        syncer.notify()
+        await until(lambda: any(len(call[1]) == 3 for call in database.limits))
+        assert sorted(database.limits[-1][0]) == ["ns", "old"]
+    finally:
+        task.cancel()
+
+
 # --- sync's protected names, in PostgreSQL ------------------------------------------------------
 
 

@@ -258,12 +258,22 @@ class Syncer:
         candidates = self._candidates()
         wanted: dict[str, tuple[limits.Rule, Actor]] = {}
         for namespace, limit in tenancy.limited(self.policies(), candidates).items():
-            rule = limits.Rule(
-                limits.Scope.NAMESPACE,
-                namespace,
-                max_running=limit.max_running,
-                weight=limit.weight,
-            )
+            try:
+                rule = limits.Rule(
+                    limits.Scope.NAMESPACE,
+                    namespace,
+                    max_running=limit.max_running,
+                    weight=limit.weight,
+                )
+            except InvalidInput as error:  # a name longer than a rule's: never crash a round
+                log.warning(
+                    "schedule namespace %s: no flow rule, though %s: %s",
+                    namespace,
+                    limit.reason(),
+                    error,
+                    extra=fields(action="limit_failed", namespace=namespace),
+                )
+                continue
             actor = tenancy.pause_actor(self.owner, limit.policies[0])
             wanted[namespace] = (rule, Actor(actor, limit.reason()))
         return await self._apply(
