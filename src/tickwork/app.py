@@ -127,12 +127,33 @@ class App:
         retry: Backoff | None = None,
         timeout: float | None = None,
         on_dead: DeadHook | None = None,
+        max_running: int | None = None,
+        rate: str | limits.Rate | None = None,
+        rate_key: str | None = None,
     ) -> Callable[[F], F]:
-        """Register a function (sync or async, taking a :class:`Job`) as task ``kind``."""
+        """Register a function (sync or async, taking a :class:`Job`) as task ``kind``.
+
+        ``max_running``: at most that many jobs of the kind run at once, fleet-wide; ``rate``:
+        at most so many start per period (``"10/s"``, ``"100/min"``, ``"50/10s"``), per value of
+        the payload field ``rate_key`` when given. They are the kind's flow rule, which every
+        worker registering the task writes at its start (audited, actor ``task``): the last
+        worker to start wins when versions disagree, and a rule a person set for the kind is
+        left alone (docs/flow-control.md). Invalid values raise InvalidInput naming the field."""
 
         def register(function: F) -> F:
             self.registry.add(
-                Task(kind, function, queue, max_attempts, retry or Backoff(), timeout, on_dead)
+                Task(
+                    kind,
+                    function,
+                    queue,
+                    max_attempts,
+                    retry or Backoff(),
+                    timeout,
+                    on_dead,
+                    max_running=max_running,
+                    rate=limits.Rate.parse(rate) if isinstance(rate, str) else rate,
+                    rate_key=rate_key,
+                )
             )
             return function
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tickwork.errors import InvalidInput
+from tickwork.flow import limits as flow_limits
 from tickwork.model import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, Backoff, Job
 from tickwork.schedules import limits
 
@@ -42,10 +43,44 @@ class Task:
     jobs: the Kubernetes Job keeps running and is adopted): at a worker's shutdown the running
     task is interrupted at once and its job handed back, the attempt not counted, instead of
     being given the grace period and then failed."""
+    max_running: int | None = None
+    """At most this many jobs of the kind run at once, fleet-wide (the kind's flow rule)."""
+    rate: flow_limits.Rate | None = None
+    """At most so many of its jobs start per period (``"10/s"`` is read as one)."""
+    rate_key: str | None = None
+    """The payload field the rate is counted per (None: one count for the kind)."""
     is_async: bool = field(init=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "is_async", inspect.iscoroutinefunction(self.function))
+        if self.rate is not None and not isinstance(self.rate, flow_limits.Rate):
+            object.__setattr__(self, "rate", flow_limits.Rate.parse(self.rate, "rate"))
+        if self.rate is not None:
+            flow_limits.check_count(self.rate.starts, "rate", flow_limits.MAX_STARTS)
+            flow_limits.check_period(self.rate.period_seconds, "rate")
+        if self.max_running is not None:
+            most = flow_limits.MAX_RUNNING
+            running = flow_limits.check_count(self.max_running, "max_running", most)
+            object.__setattr__(self, "max_running", running)
+        if self.rate_key is not None:
+            if self.rate is None:
+                raise InvalidInput("rate_key", "needs a rate to key")
+            flow_limits.check_rate_key(self.rate_key)
+        _ = self.rule  # a kind the rules table cannot name is refused now, not at a start
+
+    @property
+    def rule(self) -> flow_limits.Rule | None:
+        """The kind's flow rule this task declares (None: it declares no limit); a worker
+        registering the task writes it at its start (:mod:`tickwork.flow.task_rules`)."""
+        if self.max_running is None and self.rate is None:
+            return None
+        return flow_limits.Rule(
+            flow_limits.Scope.KIND,
+            self.kind,
+            max_running=self.max_running,
+            rate=self.rate,
+            rate_key=self.rate_key,
+        )
 
 
 def check_job_fields(

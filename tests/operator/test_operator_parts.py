@@ -18,6 +18,7 @@ from tickwork.cli.operator import build_config
 from tickwork.clock import SettableClock
 from tickwork.db.schedules import ScheduleRow
 from tickwork.errors import ConfigurationError
+from tickwork.flow.limits import Rule, Scope
 from tickwork.model import Actor
 from tickwork.operator import handlers, status, webhook
 from tickwork.operator.config import OperatorConfig
@@ -225,6 +226,7 @@ class FakeDatabase(Database):
         super().__init__("postgresql://unused")
         self.calls: list[tuple[str, list[str], frozenset[str]]] = []
         self.holds: list[tuple[dict[str, Actor], list[str], str]] = []
+        self.limits: list[tuple[dict[str, tuple[Rule, Actor]], list[str], str]] = []
         self.failing = False
 
     async def sync(
@@ -249,6 +251,14 @@ class FakeDatabase(Database):
         if self.failing:
             raise psycopg.OperationalError("connection refused")
         self.holds.append((dict(wanted), list(candidates), prefix))
+        return []
+
+    async def limit(
+        self, wanted: Mapping[str, tuple[Rule, Actor]], candidates: Sequence[str], prefix: str
+    ) -> list[TransitionOutcome]:
+        if self.failing:
+            raise psycopg.OperationalError("connection refused")
+        self.limits.append((dict(wanted), list(candidates), prefix))
         return []
 
 
@@ -357,6 +367,65 @@ async def test_pauses_ordered_by_policies_are_applied_once_per_change_not_per_ro
         database.failing = False
         await until(lambda: len(database.holds) == 3)
         assert database.holds[2][0] == {}
+    finally:
+        task.cancel()
+
+
+async def test_rules_ordered_by_policies_are_applied_once_per_change_not_per_round() -> None:
+    """As the pauses: the flow rules TenantPolicies order (``maxRunning``, ``weight``) are
+    written on the first round (to remove what a policy deleted meanwhile ordered), then only
+    when what they order or the namespaces they apply to changed; a failure is retried."""
+    entries = [entry_of(body("a"))]
+    policies: list[TenantPolicy] = []
+    rounds: list[None] = []
+    syncer, database, task = await run_syncer(entries, policies, rounds)
+    try:
+        await until(lambda: database.limits)
+        assert database.limits == [({}, ["ns", "old"], "operator:test/tenantpolicy/")]
+
+        async def another_round() -> None:
+            seen = len(rounds)
+            syncer.notify()
+            await until(lambda: len(rounds) > seen)
+
+        entries.append(entry_of(body("b")))
+        await another_round()
+        assert len(database.limits) == 1
+
+        policies.append(TenantPolicy("quota", ("ns",), max_running=4, weight=2))
+        policies.append(TenantPolicy("tight", ("*",), max_running=3))
+        await another_round()
+        rule = Rule(Scope.NAMESPACE, "ns", max_running=3, weight=2)
+        actor = Actor(
+            "operator:test/tenantpolicy/tight", "TenantPolicies 'tight', 'quota' order it"
+        )
+        old = Rule(Scope.NAMESPACE, "old", max_running=3)
+        old_actor = Actor("operator:test/tenantpolicy/tight", "TenantPolicy 'tight' orders it")
+        assert database.limits[1:] == [
+            ({"ns": (rule, actor), "old": (old, old_actor)}, ["ns", "old"], syncer.pause_prefix)
+        ]
+        await another_round()
+        assert len(database.limits) == 2
+
+        database.failing = True
+        policies.clear()
+        await another_round()
+        database.failing = False
+        await until(lambda: len(database.limits) == 3)
+        assert database.limits[2][0] == {}
+    finally:
+        task.cancel()
+
+
+async def test_a_namespace_too_long_for_a_rule_gets_none_and_the_round_goes_on() -> None:
+    entries = [entry_of(body("a"))]
+    policies = [TenantPolicy("quota", ("*",), max_running=2)]
+    syncer, database, task = await run_syncer(entries, policies)
+    try:
+        syncer._known.add("n" * 250)  # a schedule namespace longer than a rule's name
+        syncer.notify()
+        await until(lambda: any(len(call[1]) == 3 for call in database.limits))
+        assert sorted(database.limits[-1][0]) == ["ns", "old"]
     finally:
         task.cancel()
 

@@ -50,7 +50,7 @@ def spec_with(path: str, value: Any, base: dict[str, Any] | None = None) -> dict
     """``base`` (default :data:`BASE`) with the field at ``path`` set to ``value``, and what
     that field needs: ``every`` replaces ``schedule``, ``catchUpLimit`` comes with CatchUp, a
     ``baseDelaySeconds`` with the largest ``maxDelaySeconds``, a ``maxDelaySeconds`` with a
-    zero ``baseDelaySeconds``."""
+    zero ``baseDelaySeconds``, a ``concurrencyLimit`` with a ``concurrencyKey``."""
     spec = copy.deepcopy(BASE if base is None else base)
     parts = path.split(".")[1:]
     if parts == ["every"]:
@@ -61,6 +61,8 @@ def spec_with(path: str, value: Any, base: dict[str, Any] | None = None) -> dict
         spec["job"].setdefault("retryPolicy", {})["maxDelaySeconds"] = limits.MAX_DURATION_SECONDS
     if parts[-1] == "maxDelaySeconds":
         spec["job"].setdefault("retryPolicy", {})["baseDelaySeconds"] = 0
+    if parts[-1] == "concurrencyLimit":
+        spec["job"].setdefault("concurrencyKey", "key")
     target = spec
     for part in parts[:-1]:
         target = target.setdefault(part, {})

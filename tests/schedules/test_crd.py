@@ -94,6 +94,16 @@ CEL_RULES: dict[str, Callable[[dict[str, Any]], bool]] = {
     "!has(self.jobTemplate) || !has(self.job) || !has(self.job.payload)": lambda s: (
         "jobTemplate" not in s or "payload" not in (s.get("job") or {})
     ),
+    "!has(self.job) || !has(self.job.concurrencyLimit) || has(self.job.concurrencyKey)": lambda s: (
+        "concurrencyLimit" not in (s.get("job") or {}) or "concurrencyKey" in s["job"]
+    ),
+    (
+        "!has(self.job) || !has(self.job.concurrencyLimit) || self.job.concurrencyLimit == 1 || "
+        "!has(self.concurrencyPolicy) || self.concurrencyPolicy != 'BufferOne'"
+    ): lambda s: (
+        (s.get("job") or {}).get("concurrencyLimit", 1) == 1
+        or s.get("concurrencyPolicy") != "BufferOne"
+    ),
     "self.maxDelaySeconds >= self.baseDelaySeconds": lambda r: (
         r.get("maxDelaySeconds", 3600) >= r.get("baseDelaySeconds", 30)
     ),
@@ -232,6 +242,17 @@ def manifest(**spec: Any) -> dict[str, Any]:
             job={"kind": "k", "retryPolicy": {"baseDelaySeconds": 4e7, "maxDelaySeconds": 4e7}}
         ),
         manifest(job={"kind": "k", "concurrencyKey": "c" * 513}),
+        manifest(job={"kind": "k", "concurrencyKey": "c", "concurrencyLimit": 0}),
+        manifest(job={"kind": "k", "concurrencyKey": "c", "concurrencyLimit": -1}),
+        manifest(job={"kind": "k", "concurrencyKey": "c", "concurrencyLimit": 10001}),
+        manifest(job={"kind": "k", "concurrencyKey": "c", "concurrencyLimit": 10**12}),
+        manifest(job={"kind": "k", "concurrencyKey": "c", "concurrencyLimit": 2.5}),
+        manifest(job={"kind": "k", "concurrencyKey": "c", "concurrencyLimit": "3"}),
+        manifest(job={"kind": "k", "concurrencyLimit": 3}),
+        manifest(
+            concurrencyPolicy="BufferOne",
+            job={"kind": "k", "concurrencyKey": "c", "concurrencyLimit": 2},
+        ),
         manifest(timeZone=""),
         manifest(scheduleNamespace=""),
         manifest(unknown=1),
@@ -423,8 +444,10 @@ def test_every_crd_field_has_a_description(name: str) -> None:
 
 def test_crd_fields_are_the_spec_fields() -> None:
     spec = openapi_schema()["properties"]["spec"]
+    nightly = NIGHTLY_DEFINITION.to_spec()
+    job_spec = {**nightly["job"], "concurrencyLimit": 2}  # needs the key NIGHTLY has
     full = ScheduleDefinition.from_spec(
-        "a", {**NIGHTLY_DEFINITION.to_spec(), "schedule": None, "every": "1m"}
+        "a", {**nightly, "schedule": None, "every": "1m", "job": job_spec}
     ).to_spec()
     assert set(spec["properties"]) == {*full, "schedule", "scheduleNamespace", "jobTemplate"}
     job = spec["properties"]["job"]
@@ -545,8 +568,28 @@ class Exploding(dict[str, Any]):
         ({"every": "1m", "job": {"kind": "k", "payload": [2**64]}}, "spec.job.payload[0]: "),
         ({"every": "1m", "scheduleNamespace": "n\x00", "job": {"kind": "k"}}, "spec.scheduleNa"),
         (Exploding(), "spec: cannot be read: RuntimeError"),
+        *(
+            (
+                {"every": "1m", "job": {"kind": "k", "concurrencyKey": "c", "concurrencyLimit": v}},
+                "spec.job.concurrencyLimit: must be",
+            )
+            for v in (0, -1, 10**12, float("nan"), "3")
+        ),
+        (
+            {"every": "1m", "job": {"kind": "k", "concurrencyLimit": 3}},
+            "spec.job.concurrencyLimit: needs spec.job.concurrencyKey",
+        ),
     ],
-    ids=["deep", "priority", "nul", "int64", "namespace-nul", "exploding"],
+    ids=[
+        "deep",
+        "priority",
+        "nul",
+        "int64",
+        "namespace-nul",
+        "exploding",
+        *(f"limit-{v}" for v in ("0", "-1", "1e12", "nan", "text")),
+        "limit-without-key",
+    ],
 )
 def test_the_operator_and_the_webhook_refuse_hostile_specs_naming_the_field(
     spec: Any, message: str

@@ -32,6 +32,7 @@ JOB_AT_MAX: dict[str, Any] = {
     },
     "timeoutSeconds": MAX_SECONDS,
     "concurrencyKey": WIDE * limits.MAX_CONCURRENCY_KEY_LENGTH,
+    "concurrencyLimit": limits.MAX_CONCURRENCY_LIMIT,
 }
 SIMPLE_JOB = {"kind": "k"}
 
@@ -105,6 +106,7 @@ async def test_the_largest_values_sync_and_fire(
     )
     assert job["timeout_seconds"] == JOB_AT_MAX["timeoutSeconds"]
     assert job["concurrency_key"] == JOB_AT_MAX["concurrencyKey"]
+    assert job["concurrency_limit"] == JOB_AT_MAX["concurrencyLimit"]
     [claimed] = claim(
         conn, kinds=[job["kind"]], queues=[job["queue"]], now=job["run_at"], max_attempts=1
     )

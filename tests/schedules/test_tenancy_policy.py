@@ -22,10 +22,12 @@ from tickwork.schedules.definition import JobTemplate, ScheduleDefinition
 from tickwork.schedules.tenancy import (
     NAMESPACE_NOT_ALLOWED,
     POLICY_VIOLATION,
+    Limit,
     PolicyError,
     TenantPolicy,
     check,
     held,
+    limited,
     load,
     parse,
     pause_actor,
@@ -200,6 +202,8 @@ FULL = {
     },
     "paused": True,
     "pausedReason": "incident 42",
+    "maxRunning": 20,
+    "weight": 3,
 }
 
 
@@ -215,6 +219,8 @@ def test_a_full_document_reads_as_written() -> None:
         containers=ContainerRules(("registry.example.com/team-a/",), allow_privileged=True),
         paused=True,
         paused_reason="incident 42",
+        max_running=20,
+        weight=3,
     )
 
 
@@ -234,6 +240,18 @@ def test_a_full_document_reads_as_written() -> None:
         ({"namespaces": ["a"], "pausedReason": ""}, "spec.pausedReason: must be a string"),
         ({"namespaces": ["a"], "pausedReason": "x" * 1001}, "spec.pausedReason: must be"),
         ({"namespace": ["a"]}, "spec.namespace: unknown field (did you mean `namespaces`?)"),
+        ({"namespaces": ["a"], "maxRunning": 0}, "spec.maxRunning: must be an integer from 1 to"),
+        ({"namespaces": ["a"], "maxRunning": -1}, "spec.maxRunning: must be an integer from 1"),
+        ({"namespaces": ["a"], "maxRunning": 10**12}, "spec.maxRunning: must be an integer"),
+        ({"namespaces": ["a"], "maxRunning": 100001}, "spec.maxRunning: must be an integer"),
+        ({"namespaces": ["a"], "maxRunning": float("nan")}, "spec.maxRunning: must be an"),
+        ({"namespaces": ["a"], "maxRunning": 2.5}, "spec.maxRunning: must be an integer"),
+        ({"namespaces": ["a"], "maxRunning": "5"}, "spec.maxRunning: must be an integer"),
+        ({"namespaces": ["a"], "maxRunning": True}, "spec.maxRunning: must be an integer"),
+        ({"namespaces": ["a"], "weight": 0}, "spec.weight: must be an integer from 1 to 1000"),
+        ({"namespaces": ["a"], "weight": 1001}, "spec.weight: must be an integer from 1 to"),
+        ({"namespaces": ["a"], "weight": "x" * 10**5}, "spec.weight: must be an integer"),
+        ({"namespaces": ["a"], "wieght": 2}, "spec.wieght: unknown field (did you mean `weight`?)"),
         ("x", "spec: is required and must be a mapping"),
     ],
 )
@@ -368,3 +386,75 @@ def test_the_actor_of_a_policy_pause_names_its_policy_and_no_person_looks_like_o
     assert pausing_policy(pause_actor("operator:" + owner, policy)) == policy
     assert pausing_policy("alice") is None
     assert pausing_policy("operator:prod/tenantpolicy/") is None
+
+
+# --- spec.maxRunning and spec.weight: the flow rules of the namespaces a policy governs -----
+
+
+def test_a_limiting_policy_orders_a_rule_for_each_namespace_it_governs() -> None:
+    quota = TenantPolicy(
+        "quota", ("team-*",), schedule_namespaces=("shared-?",), max_running=5, weight=2
+    )
+    known = ["team-a", "shared-1", "shared-10", "other"]
+    rule = Limit(5, 2, ("quota",))
+    assert limited([quota], known) == {"team-a": rule, "shared-1": rule}
+    assert limited([replace(quota, max_running=None, weight=None)], known) == {}
+    assert limited([replace(quota, weight=None)], ["team-a"]) == {
+        "team-a": Limit(5, None, ("quota",))
+    }
+    assert limited([quota], []) == {}, "only the namespaces given (those the operator syncs)"
+
+
+def test_of_two_policies_the_smaller_max_running_and_weight_win_each_naming_its_policy() -> None:
+    wide = TenantPolicy("a-wide", ("*",), max_running=10, weight=1)
+    tight = TenantPolicy("b-tight", ("team-a",), max_running=3, weight=5)
+    assert limited([tight, wide], ["team-a", "team-b"]) == {
+        "team-a": Limit(3, 1, ("b-tight", "a-wide")),
+        "team-b": Limit(10, 1, ("a-wide",)),
+    }
+    same = TenantPolicy("c-same", ("team-a",), max_running=3)
+    assert limited([same, tight], ["team-a"])["team-a"].policies == ("b-tight",)
+
+
+def test_an_invalid_policy_orders_no_limit() -> None:
+    broken = replace(policy_of(document({"namespaces": ["a"], "weight": 0})), max_running=3)
+    assert broken.error is not None and limited([broken], ["a"]) == {}
+
+
+@given(
+    policies=st.lists(
+        st.builds(
+            TenantPolicy,
+            name=literals,
+            namespaces=st.tuples(names),
+            schedule_namespaces=st.lists(names, max_size=2).map(tuple),
+            max_running=st.none() | st.integers(1, 100_000),
+            weight=st.none() | st.integers(1, 1000),
+        ),
+        max_size=4,
+    ),
+    known=st.lists(literals, max_size=6),
+)
+def test_a_namespace_gets_the_smallest_values_of_the_policies_governing_it(
+    policies: list[TenantPolicy], known: list[str]
+) -> None:
+    found = limited(policies, known)
+    for namespace in known:
+        governing = [
+            p
+            for p in policies
+            if any(
+                fnmatch.fnmatchcase(namespace, pattern)
+                for pattern in (*p.namespaces, *p.schedule_namespaces)
+            )
+        ]
+        running = [p.max_running for p in governing if p.max_running is not None]
+        weights = [p.weight for p in governing if p.weight is not None]
+        if not running and not weights:
+            assert namespace not in found
+            continue
+        limit = found[namespace]
+        assert limit.max_running == (min(running) if running else None)
+        assert limit.weight == (min(weights) if weights else None)
+        assert limit.policies and set(limit.policies) <= {p.name for p in governing}
+    assert set(found) <= set(known)

@@ -17,13 +17,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
 from tickwork.db import connections, operators, store
+from tickwork.db import flow_rules as rules_db
 from tickwork.db import jobs as jobs_db
 from tickwork.db import namespaces as namespaces_db
 from tickwork.db import pauses as pauses_db
 from tickwork.db import schedules as db
 from tickwork.db import workers as workers_db
 from tickwork.errors import InvalidInput, NamespaceOwned
-from tickwork.flow import pausing
+from tickwork.flow import limiting, limits, pausing
 from tickwork.flow.pauses import Scope
 from tickwork.model import Actor
 from tickwork.schedules import operations, sync
@@ -203,6 +204,45 @@ class Database:
                         reason = f"TenantPolicy {policy!r} no longer pauses it"
                         actor = Actor(row.paused_by, reason)
                         changes.append(pausing.resume(conn, Scope.NAMESPACE, row.name, actor, None))
+            return [change for change in changes if change.changed]
+
+        return await asyncio.to_thread(call)
+
+    async def limit(
+        self,
+        wanted: Mapping[str, tuple[limits.Rule, Actor]],
+        candidates: Sequence[str],
+        prefix: str,
+    ) -> list[Outcome]:
+        """Make the flow rules of schedule namespaces that TenantPolicies order (one
+        transaction, through :mod:`tickwork.flow.limiting`, so audited): set each rule of
+        ``wanted`` whose namespace has no rule or one an actor starting with ``prefix`` set
+        (the operator's own, for a policy), as its actor; remove the rule of each of
+        ``candidates`` not in ``wanted`` that such an actor set. A rule anyone else set is
+        never changed nor removed. Returns the changes."""
+
+        def call() -> list[Outcome]:
+            changes: list[Outcome] = []
+            with (
+                self._connection_pool().connection(timeout=self.timeout) as conn,
+                conn.transaction(),
+            ):
+                rows = store.run(conn, rules_db.list_rules(limits.Scope.NAMESPACE))
+                current = {row.rule.name: row for row in rows}
+                for name, (rule, actor) in sorted(wanted.items()):
+                    row = current.get(name)
+                    if row is not None and not row.set_by.startswith(prefix):
+                        continue  # a person's rule: theirs to change
+                    changes.append(limiting.set_rule(conn, rule, actor, None))
+                for row in rows:
+                    name = row.rule.name
+                    if name in candidates and name not in wanted and row.set_by.startswith(prefix):
+                        policy = row.set_by.removeprefix(prefix)
+                        reason = f"TenantPolicy {policy!r} no longer limits it"
+                        actor = Actor(row.set_by, reason)
+                        changes.append(
+                            limiting.remove_rule(conn, limits.Scope.NAMESPACE, name, actor, None)
+                        )
             return [change for change in changes if change.changed]
 
         return await asyncio.to_thread(call)

@@ -21,6 +21,12 @@ is paused, audited as ``operator:<cluster>/tenantpolicy/<name>``; a pause of tha
 policy no longer orders it is resumed; a pause anyone else made is never touched. Only when
 what the policies order (or the namespaces it applies to) changed since the last success, so
 a round that changes nothing there costs no query and writes no audit record.
+
+The flow rules TenantPolicies order (``spec.maxRunning``, ``spec.weight``,
+:func:`tenancy.limited`) are made the same way, each in its own transaction: the rule of each
+schedule namespace this operator syncs that such a policy governs is set, with ``set_by`` the
+same actor; a rule of that actor no policy orders any more is removed; a rule anyone else set
+is never changed nor removed.
 """
 
 from __future__ import annotations
@@ -31,16 +37,19 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from tickwork import metrics
 from tickwork.clock import sleep
 from tickwork.errors import InvalidInput, NamespaceOwned
+from tickwork.flow import limits
 from tickwork.logs import fields
 from tickwork.model import Actor
 from tickwork.operator.database import Database, DatabaseError
 from tickwork.operator.desired import Desired, DesiredState, Entry, group
 from tickwork.schedules import tenancy
 from tickwork.schedules.tenancy import TenantPolicy
+from tickwork.transitions import Outcome as Change
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +72,21 @@ _RESULTS = {
     Outcome.INVALID: "invalid",
     Outcome.DATABASE_UNAVAILABLE: "database_error",
 }
+
+
+class _Applied:
+    """What the last successful application of some TenantPolicy orders wrote, and the retry
+    of a failed one."""
+
+    def __init__(self, what: str, failed: str) -> None:
+        self.what = what
+        """For the log: ``pausing``, ``limiting``."""
+        self.failed = failed
+        """The log's action when it fails."""
+        self.order: Any = None
+        """The order (and the namespaces it applies to) last applied; None: none yet."""
+        self.failures = 0
+        self.retry_at = 0.0
 
 
 @dataclass(frozen=True)
@@ -106,10 +130,10 @@ class Syncer:
         self._known: set[str] = set()
         self._retry_at: dict[str, float] = {}
         self._failures: dict[str, int] = {}
-        self._held: tuple[frozenset[str], dict[str, Actor]] | None = None
+        self._held = _Applied("pausing", "pause_failed")
         """What the last successful :meth:`_hold` applied: (namespaces, pauses ordered)."""
-        self._hold_failures = 0
-        self._hold_retry_at = 0.0
+        self._limited = _Applied("limiting", "limit_failed")
+        """What the last successful :meth:`_limit` applied: (namespaces, rules ordered)."""
 
     @property
     def pause_prefix(self) -> str:
@@ -193,23 +217,28 @@ class Syncer:
             if state.outcome is not Outcome.SYNCED:
                 retry_at = self._retry_at[namespace]
                 next_retry = retry_at if next_retry is None else min(next_retry, retry_at)
-        hold_retry = await self._hold()
-        if hold_retry is not None:
-            next_retry = hold_retry if next_retry is None else min(next_retry, hold_retry)
+        for apply in (self._hold, self._limit):
+            retry = await apply()
+            if retry is not None:
+                next_retry = retry if next_retry is None else min(next_retry, retry)
         async with self._round_done:
             self._round_done.notify_all()
         self.on_round()
         return next_retry
 
-    async def _hold(self) -> float | None:
-        """Pause and resume what TenantPolicies order; returns when to try again (loop time)
-        after a failure, else None."""
-        loop = asyncio.get_running_loop()
-        candidates = frozenset(
+    def _candidates(self) -> frozenset[str]:
+        """The schedule namespaces the policies' pauses and rules apply to: those this
+        operator syncs (not one another owns)."""
+        return frozenset(
             namespace
             for namespace in self._known
             if (state := self._states.get(namespace)) is None or state.outcome is Outcome.SYNCED
         )
+
+    async def _hold(self) -> float | None:
+        """Pause and resume what TenantPolicies order; returns when to try again (loop time)
+        after a failure, else None."""
+        candidates = self._candidates()
         wanted = {
             namespace: Actor(
                 tenancy.pause_actor(self.owner, policy.name),
@@ -217,28 +246,69 @@ class Syncer:
             )
             for namespace, policy in tenancy.held(self.policies(), candidates).items()
         }
-        if self._held == (candidates, wanted):
+        return await self._apply(
+            self._held,
+            (candidates, wanted),
+            lambda: self.database.hold(wanted, sorted(candidates), self.pause_prefix),
+        )
+
+    async def _limit(self) -> float | None:
+        """Set and remove the flow rules TenantPolicies order (``spec.maxRunning``,
+        ``spec.weight``); returns when to try again (loop time) after a failure, else None."""
+        candidates = self._candidates()
+        wanted: dict[str, tuple[limits.Rule, Actor]] = {}
+        for namespace, limit in tenancy.limited(self.policies(), candidates).items():
+            try:
+                rule = limits.Rule(
+                    limits.Scope.NAMESPACE,
+                    namespace,
+                    max_running=limit.max_running,
+                    weight=limit.weight,
+                )
+            except InvalidInput as error:  # a name longer than a rule's: never crash a round
+                log.warning(
+                    "schedule namespace %s: no flow rule, though %s: %s",
+                    namespace,
+                    limit.reason(),
+                    error,
+                    extra=fields(action="limit_failed", namespace=namespace),
+                )
+                continue
+            actor = tenancy.pause_actor(self.owner, limit.policies[0])
+            wanted[namespace] = (rule, Actor(actor, limit.reason()))
+        return await self._apply(
+            self._limited,
+            (candidates, wanted),
+            lambda: self.database.limit(wanted, sorted(candidates), self.pause_prefix),
+        )
+
+    async def _apply(
+        self, applied: _Applied, order: Any, call: Callable[[], Awaitable[list[Change]]]
+    ) -> float | None:
+        """Run ``call`` unless ``order`` is what was applied last (or its retry is not due);
+        returns when to try again (loop time) after a failure, else None."""
+        loop = asyncio.get_running_loop()
+        if applied.order == order:
             return None
-        if self._hold_failures and self._hold_retry_at > loop.time():
-            return self._hold_retry_at
+        if applied.failures and applied.retry_at > loop.time():
+            return applied.retry_at
         try:
-            changes = await self.database.hold(wanted, sorted(candidates), self.pause_prefix)
+            changes = await call()
         except DatabaseError as error:
             metrics.OPERATOR_ERRORS.labels("database").inc()
-            self._hold_failures += 1
-            delay = min(
-                FIRST_RETRY_SECONDS * 2 ** (self._hold_failures - 1), self.retry_max_seconds
-            )
-            self._hold_retry_at = loop.time() + delay
+            applied.failures += 1
+            delay = min(FIRST_RETRY_SECONDS * 2 ** (applied.failures - 1), self.retry_max_seconds)
+            applied.retry_at = loop.time() + delay
             log.warning(
-                "pausing for TenantPolicies failed (retry in %gs): %s",
+                "%s for TenantPolicies failed (retry in %gs): %s",
+                applied.what,
                 delay,
                 error,
-                extra=fields(action="pause_failed"),
+                extra=fields(action=applied.failed),
             )
-            return self._hold_retry_at
-        self._hold_failures = 0
-        self._held = (candidates, wanted)
+            return applied.retry_at
+        applied.failures = 0
+        applied.order = order
         for change in changes:
             log.info("%s", change.message, extra=fields(action=change.action))
         return None

@@ -136,6 +136,8 @@ class JobTemplate:
     """None: the task's own retry policy applies."""
     timeout_seconds: float | None = None
     concurrency_key: str | None = None
+    concurrency_limit: int | None = None
+    """How many jobs of ``concurrency_key`` may run at once (None: 1); only with a key."""
 
 
 @dataclass(frozen=True)
@@ -331,6 +333,28 @@ class ScheduleDefinition:
             self._check("spec.job.timeoutSeconds", job.timeout_seconds)
         if job.concurrency_key is not None:
             self._check("spec.job.concurrencyKey", job.concurrency_key)
+        if job.concurrency_limit is not None:
+            self._check_concurrency_limit(job.concurrency_limit)
+
+    def _check_concurrency_limit(self, limit: int) -> None:
+        """``spec.job.concurrencyLimit``: the limit of the template's own key, so it needs one;
+        above 1 not with BufferOne (its waiting job must not start beside the running one)."""
+        path = "spec.job.concurrencyLimit"
+        if isinstance(limit, bool) or not isinstance(limit, int):
+            self._fail(path, f"must be an integer, not {_type_name(limit)}")
+        self._check(path, limit)
+        if self.job.concurrency_key is None:
+            self._fail(
+                path,
+                "needs spec.job.concurrencyKey: it is how many jobs of that key run at once "
+                "(without a key, each job runs regardless of the others)",
+            )
+        if limit > 1 and self.concurrency_policy is ConcurrencyPolicy.BUFFER_ONE:
+            self._fail(
+                path,
+                "must be 1 with concurrencyPolicy BufferOne (its waiting job starts only after "
+                "the running one, under the key)",
+            )
 
     def _validate_container(self) -> None:
         container = self.container
@@ -584,6 +608,8 @@ def _job_to_spec(job: JobTemplate, *, container: bool) -> dict[str, Any]:
         spec["timeoutSeconds"] = _number(job.timeout_seconds)
     if job.concurrency_key is not None:
         spec["concurrencyKey"] = job.concurrency_key
+    if job.concurrency_limit is not None:
+        spec["concurrencyLimit"] = job.concurrency_limit
     return spec
 
 
@@ -616,6 +642,7 @@ def _job_from_spec(fields: _Fields | None, *, container: bool) -> JobTemplate:
         retry=None if retry is None else _retry_from_spec(retry),
         timeout_seconds=fields.number("timeoutSeconds"),
         concurrency_key=fields.string("concurrencyKey"),
+        concurrency_limit=fields.integer("concurrencyLimit"),
     )
 
 
@@ -709,6 +736,7 @@ _JOB_FIELDS = frozenset(
         "retryPolicy",
         "timeoutSeconds",
         "concurrencyKey",
+        "concurrencyLimit",
     }
 )
 _RETRY_FIELDS = frozenset({"baseDelaySeconds", "backoffRate", "maxDelaySeconds"})

@@ -38,6 +38,9 @@ MAX_KIND_LENGTH = 255
 MAX_QUEUE_LENGTH = 255
 MAX_CONCURRENCY_KEY_LENGTH = 512
 """Indexed (``jobs_concurrency_key_idx``): 512 characters are at most 2048 bytes."""
+MAX_CONCURRENCY_LIMIT = 10_000
+"""``spec.job.concurrencyLimit``: the jobs column's CHECK (migration 0021) and
+:data:`tickwork.flow.limits.MAX_CONCURRENCY_LIMIT`."""
 MAX_SCHEDULE_LENGTH = 1024
 MAX_EVERY_LENGTH = 64
 MAX_TIME_ZONE_LENGTH = 64
@@ -88,5 +91,6 @@ FIELDS: Mapping[str, Limit] = {
         minimum=0, maximum=MAX_DURATION_SECONDS, exclusive_minimum=True
     ),
     "spec.job.concurrencyKey": Limit(min_length=1, max_length=MAX_CONCURRENCY_KEY_LENGTH),
+    "spec.job.concurrencyLimit": Limit(minimum=1, maximum=MAX_CONCURRENCY_LIMIT),
 }
 """Every bounded field of a Schedule's spec, by its path."""

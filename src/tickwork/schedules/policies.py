@@ -174,7 +174,8 @@ def backfill_jobs(
     alongside a running job of the schedule that carries the key), each run_at at least its
     predecessor's (jitter can no longer reorder them), so the claim's order (run_at, id)
     takes them oldest first. Under Replace too each runs in turn, none cancelled by another
-    (the schedule's own firing still replaces the open ones, as any previous job)."""
+    (the schedule's own firing still replaces the open ones, as any previous job). One at a
+    time even when the template's key has a ``concurrencyLimit``: those jobs carry none (1)."""
     jobs = [schedule_job(namespace, definition, occurrence, state) for occurrence in found]
     if definition.concurrency_policy is ConcurrencyPolicy.ALLOW:
         return jobs
@@ -184,7 +185,7 @@ def backfill_jobs(
     for job in jobs:
         assert job.run_at is not None  # an occurrence's job has its due time
         latest = job.run_at if latest is None else max(latest, job.run_at)
-        ordered.append(replace(job, run_at=latest, concurrency_key=key))
+        ordered.append(replace(job, run_at=latest, concurrency_key=key, concurrency_limit=None))
     return ordered
 
 
@@ -223,6 +224,7 @@ def schedule_job(
     """The job for ``occurrence`` (None: a manual trigger, due now), with the payload of
     :func:`job_payload`."""
     template = definition.job
+    key = concurrency_key(namespace, definition)
     run_at = None
     if occurrence is not None:
         run_at = occurrence + jitter(
@@ -240,5 +242,6 @@ def schedule_job(
         max_attempts=template.max_attempts,
         retry=template.retry,
         timeout=template.timeout_seconds,
-        concurrency_key=concurrency_key(namespace, definition),
+        concurrency_key=key,
+        concurrency_limit=template.concurrency_limit if key == template.concurrency_key else None,
     )

@@ -17,6 +17,10 @@ rules through :func:`check` (docs/tenancy.md).
   when even its ``spec.namespaces`` cannot be read): a broken policy fails closed.
 * A policy with ``spec.paused: true`` holds the schedule namespaces it governs (:func:`held`):
   the operator pauses them (docs/flow-control.md); ``tickwork sync --policy`` ignores it.
+* ``spec.maxRunning`` and ``spec.weight`` become the flow rule of each schedule namespace a
+  policy governs (:func:`limited`): at most that many of its jobs run at once, and its share in
+  fair claiming; the smaller value wins when several policies govern one namespace. The
+  operator writes them to ``tickwork.flow_rules``; ``tickwork sync --policy`` ignores them.
 
 Every refusal names the field and the rule, e.g. ``spec.job.queue: queue 'payments' is not
 allowed for namespace team-a by TenantPolicy 'team-a' (allowed: team-a-*)``.
@@ -33,9 +37,10 @@ from typing import Any
 import yaml
 
 from tickwork.errors import TickworkError, did_you_mean
+from tickwork.flow import limits as flow_limits
 from tickwork.schedules import container_policy, limits
 from tickwork.schedules.container_policy import ContainerRules
-from tickwork.schedules.definition import ScheduleDefinition
+from tickwork.schedules.definition import ScheduleDefinition, shown
 
 API_VERSION = "tickwork.io/v1"
 KIND = "TenantPolicy"
@@ -61,6 +66,8 @@ _SPEC_FIELDS = frozenset(
         "containers",
         "paused",
         "pausedReason",
+        "maxRunning",
+        "weight",
     }
 )
 
@@ -89,6 +96,10 @@ class TenantPolicy:
     """Whether the schedule namespaces it governs are paused (:func:`held`)."""
     paused_reason: str | None = None
     """Why, recorded as the pause's reason."""
+    max_running: int | None = None
+    """At most this many running jobs in each schedule namespace it governs (:func:`limited`)."""
+    weight: int | None = None
+    """The share in fair claiming of each schedule namespace it governs (1 when unset)."""
     error: str | None = None
     """Why the document is invalid (then it refuses everything it covers)."""
 
@@ -104,12 +115,13 @@ class TenantPolicy:
 
 
 PAUSE_ACTOR = "/tenantpolicy/"
-"""Between the operator's owner and the policy's name in the actor of a pause a policy
-ordered: ``operator:<cluster>/tenantpolicy/<name>``."""
+"""Between the operator's owner and the policy's name in the actor of a pause (or a flow rule)
+a policy ordered: ``operator:<cluster>/tenantpolicy/<name>``."""
 
 
 def pause_actor(owner: str, policy: str) -> str:
-    """The actor of the pauses ``policy`` orders through the operator of ``owner``."""
+    """The actor of the pauses and flow rules ``policy`` orders through the operator of
+    ``owner`` (a flow rule's ``set_by``)."""
     return f"{owner}{PAUSE_ACTOR}{policy}"
 
 
@@ -133,6 +145,60 @@ def held(
                 found[namespace] = policy
                 break
     return found
+
+
+@dataclass(frozen=True)
+class Limit:
+    """The flow rule the policies governing one schedule namespace order for it."""
+
+    max_running: int | None
+    weight: int | None
+    policies: tuple[str, ...]
+    """The policies whose values won, by name (the first one is the rule's actor)."""
+
+    def reason(self) -> str:
+        """Why the rule is so, for its audit record."""
+        names = ", ".join(repr(name) for name in self.policies)
+        if len(self.policies) == 1:
+            return f"TenantPolicy {names} orders it"
+        return f"TenantPolicies {names} order it"
+
+
+def limited(
+    policies: Iterable[TenantPolicy], schedule_namespaces: Iterable[str]
+) -> dict[str, Limit]:
+    """The schedule namespaces among ``schedule_namespaces`` that a policy with
+    ``spec.maxRunning`` or ``spec.weight`` governs, each with what they order: of several
+    policies, the smallest ``maxRunning`` and the smallest ``weight`` (so adding a policy never
+    allows more), from the first policy by name that has it. An invalid policy orders nothing
+    (it refuses the Schedules it covers already)."""
+    limiting = sorted(
+        (
+            p
+            for p in policies
+            if p.error is None and (p.max_running is not None or p.weight is not None)
+        ),
+        key=lambda p: p.name,
+    )
+    found: dict[str, Limit] = {}
+    for namespace in sorted(set(schedule_namespaces)):
+        governing = [p for p in limiting if p.governs(namespace)]
+        if not governing:
+            continue
+        running = _smallest((p.max_running, p.name) for p in governing)
+        weight = _smallest((p.weight, p.name) for p in governing)
+        names = tuple(dict.fromkeys(name for _, name in (running, weight) if name))
+        found[namespace] = Limit(running[0], weight[0], names)
+    return found
+
+
+def _smallest(values: Iterable[tuple[int | None, str]]) -> tuple[int | None, str]:
+    """The smallest set value with its policy's name (the first by name on a tie)."""
+    best: tuple[int | None, str] = (None, "")
+    for value, name in values:
+        if value is not None and (best[0] is None or value < best[0]):
+            best = (value, name)
+    return best
 
 
 @dataclass(frozen=True)
@@ -316,6 +382,8 @@ def _from_spec(name: str, spec: Mapping[str, Any]) -> TenantPolicy:
             f"spec.pausedReason: must be a string of 1 to {MAX_PAUSED_REASON} characters "
             "without NUL"
         )
+    max_running = _count(spec, "maxRunning", flow_limits.MAX_RUNNING)
+    weight = _count(spec, "weight", flow_limits.MAX_WEIGHT)
     containers = None
     if spec.get("containers") is not None:
         try:
@@ -333,7 +401,19 @@ def _from_spec(name: str, spec: Mapping[str, Any]) -> TenantPolicy:
         containers=containers,
         paused=paused,
         paused_reason=reason,
+        max_running=max_running,
+        weight=weight,
     )
+
+
+def _count(spec: Mapping[str, Any], field: str, most: int) -> int | None:
+    """An integer field from 1 to ``most`` (absent: None); PolicyError naming it otherwise."""
+    value = spec.get(field)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
+        raise PolicyError(f"spec.{field}: must be an integer from 1 to {most}, not {shown(value)}")
+    return value
 
 
 def _patterns(field: str, value: Any) -> tuple[str, ...]:

@@ -53,6 +53,7 @@ from tickwork.db import duties as duties_db
 from tickwork.db import jobs as jobs_db
 from tickwork.db import workers as workers_db
 from tickwork.errors import InvalidInput
+from tickwork.flow import task_rules
 from tickwork.flow.look import RuleLook
 from tickwork.logs import fields
 from tickwork.maintenance import duties, firing
@@ -233,6 +234,8 @@ class Worker:
         try:
             await self._register()
             logs.CURRENT_WORKER.set(self.name)  # the tasks started below inherit it
+            tasks = [(kind, task.rule) for kind, task in self.app.registry.items()]
+            await asyncio.to_thread(task_rules.write, self.settings.database_url, tasks, self.name)
             self._heartbeat.start()
             slots = [
                 asyncio.create_task(self._slot(), name=f"slot-{i}")
