@@ -73,3 +73,8 @@ def delete_rule(scope: str, name: str) -> Op[RuleRow | None]:
 def list_rules(scope: str | None = None, now: datetime | None = None) -> Op[list[RuleRow]]:
     """The rules of ``scope`` (None: all), with their running jobs and recent starts."""
     return Op("rule_list", {"scope": scope, "now": now}, _rows)
+
+
+def lock_task_rules() -> Op[None]:
+    """Serialize the writes of tasks' kind rules until the commit."""
+    return Op("rule_lock_task_rules", {}, lambda rows: None)

@@ -31,7 +31,6 @@ log = logging.getLogger(__name__)
 
 ACTOR = "task"
 """The actor (and ``set_by``) of the rules tasks declare."""
-_LOCK = "SELECT pg_advisory_xact_lock(hashtextextended('tickwork:task-rules', 0))"
 
 
 Declared = tuple[str, Rule | None]
@@ -44,8 +43,8 @@ def apply(
 ) -> list[Outcome]:
     """Write the kind rules ``tasks`` declare, and remove those :data:`ACTOR` set for their
     kinds that they no longer declare (in the caller's transaction); returns the changes."""
-    conn.execute(_LOCK)
-    current = {row.rule.name: row for row in store.run(conn, rules_db.list_rules(Scope.KIND))}
+    store.run(conn, rules_db.lock_task_rules())
+    current = {row.rule.name: row for row in limiting.list_rules(conn, Scope.KIND, None)}
     changes: list[Outcome] = []
     for kind, rule in tasks:
         row = current.get(kind)

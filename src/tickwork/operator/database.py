@@ -17,7 +17,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
 from tickwork.db import connections, operators, store
-from tickwork.db import flow_rules as rules_db
 from tickwork.db import jobs as jobs_db
 from tickwork.db import namespaces as namespaces_db
 from tickwork.db import pauses as pauses_db
@@ -227,7 +226,7 @@ class Database:
                 self._connection_pool().connection(timeout=self.timeout) as conn,
                 conn.transaction(),
             ):
-                rows = store.run(conn, rules_db.list_rules(limits.Scope.NAMESPACE))
+                rows = limiting.list_rules(conn, limits.Scope.NAMESPACE, None)
                 current = {row.rule.name: row for row in rows}
                 for name, (rule, actor) in sorted(wanted.items()):
                     row = current.get(name)

@@ -38,3 +38,8 @@ SELECT r.scope, r.name, r.max_running, r.rate, r.period_seconds, r.rate_key, r.w
 FROM tickwork.flow_rules r
 WHERE %(scope)s::text IS NULL OR r.scope = %(scope)s
 ORDER BY r.scope, r.name;
+
+-- name: rule_lock_task_rules
+-- Workers starting together write their tasks' kind rules one at a time (until the commit),
+-- so a change is recorded once.
+SELECT pg_advisory_xact_lock(hashtextextended('tickwork:task-rules', 0)) AS locked;
