@@ -4,6 +4,7 @@
     python bench/throughput.py --metrics off                 # the workers record no job metrics
     python bench/throughput.py --compare 3                   # off, on, off, on, ...: the cost
     python bench/throughput.py --compare 5 --cost counts     # the job counts' trigger off, on
+    python bench/throughput.py --compare 3 --cost limits     # a limited queue off, on
 
 Runs on a database of its own: on the server of ``--database-url``, or on a private PostgreSQL
 with its default durability (see servers.py). Prints the enqueue
@@ -11,8 +12,10 @@ rate, the drain rate (jobs/s from the first claim to the last success), the work
 time per job (their start-up included) and the PostgreSQL server's CPU time per job while
 they drained (when it runs on this host); with --compare, the medians of them with job metrics
 (or, with --cost counts, the trigger jobs_counted that writes tickwork.job_counts, disabled
-for the "off" rounds) off and on, and what they cost. On a shared machine the CPU times per
-job are the steadier figures: other processes slow the drain rate, not the work done per job.
+for the "off" rounds; with --cost limits, a concurrency limit and a rate on the queue, too
+high to hold a job back, set for the "on" rounds) off and on, and what they cost. On a
+shared machine the CPU times per job are the steadier figures: other processes slow the
+drain rate, not the work done per job.
 """
 
 from __future__ import annotations
@@ -91,15 +94,20 @@ def run(
     batch: int,
     with_metrics: bool,
     counted: bool = True,
+    limited: bool = False,
 ) -> tuple[float, float, float | None]:
     """One round; returns the drain rate (jobs/s), the workers' CPU µs per job and the
-    server's (None: not on this host). ``counted``: the trigger jobs_counted is enabled."""
+    server's (None: not on this host). ``counted``: the trigger jobs_counted is enabled;
+    ``limited``: the queue has a concurrency limit and a rate that never hold a job back
+    (100,000 running, 1,000,000/s), so every claim takes the path of a limited queue."""
     migrate.apply(url)
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("TRUNCATE tickwork.jobs, tickwork.job_counts")
+        conn.execute("TRUNCATE tickwork.jobs, tickwork.job_counts, tickwork.flow_rules CASCADE")
         switch = "ENABLE" if counted else "DISABLE"
         conn.execute(f"ALTER TABLE tickwork.jobs {switch} TRIGGER jobs_counted")
     app = _app(url)
+    if limited:
+        app.set_limit("queue", "default", max_running=100_000, rate="1000000/s", actor="bench")
     started = time.perf_counter()
     for offset in range(0, jobs, 10_000):
         app.enqueue_many(KIND, [{"n": n} for n in range(offset, min(offset + 10_000, jobs))])
@@ -137,7 +145,8 @@ def run(
     server = "" if server_us is None else f"; server CPU {server_us:.1f} µs/job"
     print(
         f"drain: P={processes} concurrency={concurrency} batch={batch} "
-        f"metrics={'on' if with_metrics else 'off'} counts={'on' if counted else 'off'}: "
+        f"metrics={'on' if with_metrics else 'off'} counts={'on' if counted else 'off'} "
+        f"limits={'on' if limited else 'off'}: "
         f"{succeeded} of {jobs} jobs succeeded in {drain_s:.2f}s = {rate:,.0f} jobs/s; "
         f"worker CPU {cpu_us:.1f} µs/job{server}"
     )
@@ -147,13 +156,17 @@ def run(
 def compare(
     url: str, rounds: int, jobs: int, processes: int, concurrency: int, batch: int, cost: str
 ) -> None:
-    """Alternate rounds with ``cost`` (job metrics, or the job counts' trigger) off and on;
-    print the medians and the cost."""
+    """Alternate rounds with ``cost`` (job metrics, the job counts' trigger, or a queue limit
+    that holds nothing back) off and on; print the medians and the cost."""
     results: dict[bool, list[tuple[float, float, float | None]]] = {False: [], True: []}
     for _ in range(rounds):
         for on in (False, True):
-            metrics_on, counted = (on, True) if cost == "metrics" else (True, on)
-            results[on].append(run(url, jobs, processes, concurrency, batch, metrics_on, counted))
+            metrics_on = on if cost == "metrics" else True
+            counted = on if cost == "counts" else True
+            limited = on and cost == "limits"
+            results[on].append(
+                run(url, jobs, processes, concurrency, batch, metrics_on, counted, limited)
+            )
     off, on = (statistics.median(r[0] for r in results[m]) for m in (False, True))
     cpu_off, cpu_on = (statistics.median(r[1] for r in results[m]) for m in (False, True))
     line = (
@@ -204,10 +217,11 @@ def main() -> None:
     )
     parser.add_argument(
         "--cost",
-        choices=("metrics", "counts"),
+        choices=("metrics", "counts", "limits"),
         default="metrics",
-        help="what --compare turns off and on: the workers' job metrics (default), or the "
-        "trigger jobs_counted that counts how jobs end (tickwork.job_counts)",
+        help="what --compare turns off and on: the workers' job metrics (default), the "
+        "trigger jobs_counted that counts how jobs end (tickwork.job_counts), or a limit and "
+        "a rate on the queue too high to hold a job back (the claims' cost of a limited queue)",
     )
     servers.add_arguments(parser)
     args = parser.parse_args()
