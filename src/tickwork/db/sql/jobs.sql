@@ -434,7 +434,8 @@ claimed AS (
         picked_by_incarnation = %(incarnation)s::uuid,
         started_at = coalesce(%(now)s, now()),
         lease_expires_at = coalesce(%(now)s, now()) + make_interval(secs => %(lease_seconds)s),
-        concurrency_slot = (SELECT c.slot FROM chosen c WHERE c.id = j.id),
+        concurrency_slot = CASE WHEN j.concurrency_key IS NOT NULL  -- no lookup for the rest
+                                THEN (SELECT c.slot FROM chosen c WHERE c.id = j.id) END,
         version = j.version + 1
     WHERE j.ctid = ANY(ARRAY(SELECT row_id FROM chosen))
     RETURNING j.id, j.kind, j.queue, j.payload::text AS payload_json, j.priority, j.run_at,
@@ -447,7 +448,8 @@ started AS (  -- the starts the rate rules count
     INSERT INTO tickwork.flow_starts (rule_id, key, started_at, starts)
     SELECT c.rule_id, c.key, coalesce(%(now)s, now()), count(*)
     FROM checks c
-    WHERE c.gate = 'rate' AND c.id IN (SELECT id FROM claimed)
+    WHERE c.gate = 'rate'
+      AND (c.id IN (SELECT id FROM claimed)) IS TRUE  -- a hashed subplan, not a nested loop
     GROUP BY c.rule_id, c.key
 )
 -- Handed over in claim order (UPDATE ... RETURNING has none): the worker starts its batch
