@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from tickwork.admin.settings import AdminSettings
 from tickwork.db import admin as admin_db
 from tickwork.db import clock as clock_db
+from tickwork.db import flow_rules as rules_db
 from tickwork.db import job_counts as job_counts_db
 from tickwork.db import jobs as jobs_db
 from tickwork.db import pauses as pauses_db
@@ -116,6 +117,9 @@ class Overview:
     recent_audit: list[admin_db.AuditRow]
     pauses: list[pauses_db.PauseRow]
     """The paused queues, and the paused namespaces of the caller's scope."""
+    limits: list[rules_db.RuleRow]
+    """The limits of queues and kinds, and of the namespaces of the caller's scope, with
+    their groups' running jobs and their rates' starts of the last period."""
 
 
 def overview(
@@ -147,6 +151,11 @@ def overview(
             p
             for p in store.run(conn, pauses_db.list_pauses())
             if p.scope == "queue" or scope is None or p.name in scope
+        ],
+        limits=[
+            r
+            for r in store.run(conn, rules_db.list_rules(None, now))
+            if r.rule.scope.value != "namespace" or scope is None or r.rule.name in scope
         ],
     )
 
