@@ -71,7 +71,7 @@ def test_a_rate_with_no_room_counts_nothing(
     enqueue(app, 5, "q")
     enqueue(app, 2, "free")
     app.set_limit("queue", "q", rate="3/hour")
-    assert due(conn) == 3 + 2  # a rate with room caps like a concurrency limit
+    assert due(conn) == 5 + 2  # a rate with room caps nothing
     started = claim_ruled(conn, kinds=[KIND], queues=["q"])
     assert len(started) == 3
     assert due(conn) == 3 + 0 + 2  # the 3 running, none of the 2 waiting, the free queue's

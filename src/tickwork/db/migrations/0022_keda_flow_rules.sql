@@ -2,10 +2,10 @@
 -- docs/flow-control.md), so a limited backlog does not scale the pool up for jobs no worker
 -- may start:
 --
--- * a queue, kind or schedule namespace with max_running, or with a rate not keyed by a
---   payload field, has a cap: its room now, max_running less its running jobs (fleet-wide),
---   and the rate less its starts of the last period (the smaller of the two); 0 when either
---   is used up (a group shut by its rate counts nothing);
+-- * a queue, kind or schedule namespace with max_running has a cap: its room now,
+--   max_running less its running jobs (fleet-wide); a group whose rate (not keyed by a
+--   payload field) is used up for its last period has a cap of 0: it counts nothing. A rate
+--   with room caps nothing (the next period lets more start);
 -- * a due waiting job under no capped rule counts, as before;
 -- * of a capped group's due waiting jobs that no other group shuts, the first `cap` in claim
 --   order (priority, then run_at) count, and a job under several capped rules counts when it
@@ -20,28 +20,34 @@
 CREATE OR REPLACE FUNCTION tickwork.keda_due_work(
     queues text[], namespaces text[], lead_seconds double precision
 ) RETURNS bigint
-LANGUAGE sql STABLE AS $$
+LANGUAGE sql STABLE
+SET jit = off  -- planned with few or no statistics on the rules: JIT would cost far more
+AS $$
     WITH paused AS MATERIALIZED (
         SELECT coalesce(array_agg(p.name), '{}') AS queues
         FROM tickwork.pauses p WHERE p.scope = 'queue'
     ),
     capped AS MATERIALIZED (  -- the rules that cap their group's due work: id, group, cap
-        SELECT r.id, r.scope, r.name,
-               greatest(0, least(
-                   r.max_running - (SELECT count(*) FROM tickwork.jobs j
-                                    WHERE j.status = 'running'
-                                      AND r.name = CASE r.scope WHEN 'queue' THEN j.queue
-                                                                WHEN 'kind' THEN j.kind
-                                                                ELSE j.schedule_namespace END),
-                   CASE WHEN r.rate_key IS NULL THEN
-                       r.rate - (SELECT coalesce(sum(s.starts), 0) FROM tickwork.flow_starts s
-                                 WHERE s.rule_id = r.id
-                                   AND s.started_at > now()
-                                       - make_interval(secs => r.period_seconds)) END
-               )) AS cap
-        FROM tickwork.flow_rules r
-        WHERE (r.max_running IS NOT NULL OR (r.rate IS NOT NULL AND r.rate_key IS NULL))
-          AND (r.scope <> 'queue' OR queues IS NULL OR r.name = ANY (queues))
+        SELECT c.id, c.scope, c.name,
+               CASE WHEN c.rate_shut THEN 0 ELSE greatest(0, c.max_running - c.running) END
+                   AS cap
+        FROM (SELECT r.id, r.scope, r.name, r.max_running,
+                     CASE WHEN r.max_running IS NOT NULL THEN
+                         (SELECT count(*) FROM tickwork.jobs j
+                          WHERE j.status = 'running'
+                            AND r.name = CASE r.scope WHEN 'queue' THEN j.queue
+                                                      WHEN 'kind' THEN j.kind
+                                                      ELSE j.schedule_namespace END) END
+                         AS running,
+                     coalesce(r.rate_key IS NULL AND r.rate <= (
+                         SELECT coalesce(sum(s.starts), 0) FROM tickwork.flow_starts s
+                         WHERE s.rule_id = r.id
+                           AND s.started_at > now() - make_interval(secs => r.period_seconds)),
+                         false) AS rate_shut
+              FROM tickwork.flow_rules r
+              WHERE (r.max_running IS NOT NULL OR (r.rate IS NOT NULL AND r.rate_key IS NULL))
+                AND (r.scope <> 'queue' OR queues IS NULL OR r.name = ANY (queues))) c
+        WHERE c.max_running IS NOT NULL OR c.rate_shut
     ),
     groups AS MATERIALIZED (
         SELECT coalesce(array_agg(name) FILTER (WHERE scope = 'queue'), '{}') AS queues,
