@@ -1,7 +1,8 @@
 """What the flow rules' surfaces cost at a large backlog: the fleet gauge duty's held-jobs
 query (tickwork_fleet_jobs_held, db/sql/flow_rules.sql rule_held_jobs), the rules listing it
 also runs, and KEDA's tickwork.keda_due_work (migration 0022), next to the duty's existing
-per-queue count of open jobs (gauge_jobs) for scale.
+per-queue count of open jobs (gauge_jobs) and KEDA's function before migration 0022 (which
+counts what limits hold) for scale.
 
     python bench/held.py                      # 100,000 due jobs
     python bench/held.py --jobs 1000000
@@ -19,6 +20,7 @@ import argparse
 import statistics
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import measure
 import psycopg
@@ -27,6 +29,8 @@ import servers
 from tickwork.db import flow_rules as rules_db
 from tickwork.db import jobs as jobs_db
 from tickwork.db import migrate, store
+
+MIGRATIONS = Path(migrate.__file__).parent / "migrations"
 
 
 def _fill(conn: psycopg.Connection, jobs: int) -> None:
@@ -90,7 +94,11 @@ def run(url: str, jobs: int, runs: int) -> None:
     with measure.worker_connection(url) as conn:
         _fill(conn, jobs)
         conn.execute("SET jit = off")  # as the gauge duty's transaction (KEDA's function: its own)
+        before = (MIGRATIONS / "0020_pauses.sql").read_text()  # KEDA's function before 0022
+        before = before[before.index("CREATE OR REPLACE FUNCTION") :]
+        conn.execute(before.replace("tickwork.keda_due_work(", "pg_temp.keda_before(", 1))
         keda = "SELECT tickwork.keda_due_work(NULL, NULL, 0)"
+        keda_before = "SELECT pg_temp.keda_before(NULL, NULL, 0)"
         for case in ("no rules", "rules with room", "rules holding"):
             if case == "no rules":
                 conn.execute("DELETE FROM tickwork.flow_rules")
@@ -102,11 +110,12 @@ def run(url: str, jobs: int, runs: int) -> None:
                 ("held jobs query", lambda: store.run(conn, rules_db.held_jobs(None))),
                 ("rules listing", lambda: store.run(conn, rules_db.list_rules())),
                 ("keda_due_work", lambda: conn.execute(keda).fetchone()),
+                ("keda before 0022", lambda: conn.execute(keda_before).fetchone()),
                 ("gauge_jobs", lambda: store.run(conn, jobs_db.gauge_jobs(None))),
             ]
             print(f"{jobs:,} due jobs, {case}:")
             for name, query in queries:
-                print(f"  {name + ':':17}{_time(runs, query)}")
+                print(f"  {name + ':':18}{_time(runs, query)}")
             print(
                 f"  {sum(h.count for h in held):,} held in {len(held)} series;"
                 f" KEDA counts {due[0] if due else None:,}"

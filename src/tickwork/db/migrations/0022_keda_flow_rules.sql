@@ -16,7 +16,10 @@
 -- Running jobs count as before (they finish), and a paused queue's waiting jobs still do not.
 -- A rate keyed by a payload field caps nothing here (each key has its own room: counting them
 -- would read every due job's payload); its group counts as unlimited. The caps are read
--- without the rules' locks: a snapshot of the room, which is all a scaler needs.
+-- without the rules' locks: a snapshot of the room, which is all a scaler needs. Each capped
+-- group's first jobs are one ordered walk of jobs_claim_idx that stops after `cap` of them
+-- (bench/held.py, 100,000 due jobs: 26 ms with no rules, 39 ms with three capped groups,
+-- against 17-18 ms for the function of 0020).
 CREATE OR REPLACE FUNCTION tickwork.keda_due_work(
     queues text[], namespaces text[], lead_seconds double precision
 ) RETURNS bigint
@@ -75,12 +78,49 @@ AS $$
               AND j.kind <> ALL ((SELECT shut_kinds FROM groups)::text[])
               AND (j.schedule_namespace IS NULL
                    OR j.schedule_namespace <> ALL ((SELECT shut_namespaces FROM groups)::text[]))
-              AND c.name = CASE c.scope WHEN 'queue' THEN j.queue WHEN 'kind' THEN j.kind
-                                        ELSE j.schedule_namespace END
+              AND j.queue = c.name
             ORDER BY j.priority DESC, j.run_at, j.id
             LIMIT c.cap
         ) f
-        WHERE c.cap > 0
+        WHERE c.scope = 'queue' AND c.cap > 0
+        UNION ALL
+        SELECT c.id AS rule_id, f.id, f.queue, f.kind, f.schedule_namespace
+        FROM capped c
+        CROSS JOIN LATERAL (
+            SELECT j.id, j.queue, j.kind, j.schedule_namespace
+            FROM tickwork.jobs j
+            WHERE j.status = 'available'
+              AND j.run_at <= now() + make_interval(secs => lead_seconds)
+              AND (queues IS NULL OR j.queue = ANY (queues))
+              AND j.queue <> ALL ((SELECT queues FROM paused)::text[])
+              AND j.queue <> ALL ((SELECT shut_queues FROM groups)::text[])
+              AND j.kind <> ALL ((SELECT shut_kinds FROM groups)::text[])
+              AND (j.schedule_namespace IS NULL
+                   OR j.schedule_namespace <> ALL ((SELECT shut_namespaces FROM groups)::text[]))
+              AND j.kind = c.name
+            ORDER BY j.priority DESC, j.run_at, j.id
+            LIMIT c.cap
+        ) f
+        WHERE c.scope = 'kind' AND c.cap > 0
+        UNION ALL
+        SELECT c.id AS rule_id, f.id, f.queue, f.kind, f.schedule_namespace
+        FROM capped c
+        CROSS JOIN LATERAL (
+            SELECT j.id, j.queue, j.kind, j.schedule_namespace
+            FROM tickwork.jobs j
+            WHERE j.status = 'available'
+              AND j.run_at <= now() + make_interval(secs => lead_seconds)
+              AND (queues IS NULL OR j.queue = ANY (queues))
+              AND j.queue <> ALL ((SELECT queues FROM paused)::text[])
+              AND j.queue <> ALL ((SELECT shut_queues FROM groups)::text[])
+              AND j.kind <> ALL ((SELECT shut_kinds FROM groups)::text[])
+              AND (j.schedule_namespace IS NULL
+                   OR j.schedule_namespace <> ALL ((SELECT shut_namespaces FROM groups)::text[]))
+              AND j.schedule_namespace = c.name
+            ORDER BY j.priority DESC, j.run_at, j.id
+            LIMIT c.cap
+        ) f
+        WHERE c.scope = 'namespace' AND c.cap > 0
     )
     SELECT (SELECT count(*) FROM tickwork.jobs j
             WHERE j.status = 'running'
