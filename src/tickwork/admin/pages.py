@@ -16,9 +16,9 @@ from tickwork.admin.auth import Namespaces, Role
 from tickwork.admin.html import Child, Html, el, join, link, path
 from tickwork.admin.security import CSRF_FIELD
 from tickwork.db import admin as admin_db
-from tickwork.db import flow_rules as rules_db
 from tickwork.db import job_counts as job_counts_db
 from tickwork.db import pauses as pauses_db
+from tickwork.flow import limiting
 from tickwork.model import Job, JobStatus
 from tickwork.schedules.definition import HistoryLimits
 from tickwork.worker import executor
@@ -599,7 +599,7 @@ def paused(ctx: Context, pauses: Sequence[pauses_db.PauseRow]) -> Html:
     return join(listing, el("section", forms, class_="actions"))
 
 
-def running_use(row: rules_db.RuleRow) -> Html | None:
+def running_use(row: limiting.StoredRule) -> Html | None:
     """``2/3 running`` (``warn`` when full): a concurrency limit's use now."""
     most = row.rule.max_running
     if most is None:
@@ -610,7 +610,7 @@ def running_use(row: rules_db.RuleRow) -> Html | None:
     return el("span", f"{used}/{most} running", class_="warn" if full else None, title=title)
 
 
-def rate_use(row: rules_db.RuleRow) -> Html | None:
+def rate_use(row: limiting.StoredRule) -> Html | None:
     """``40 of 100/min started`` (``warn`` when used up): a rate's starts of its last period,
     all keys together for a keyed rate (each key has the whole rate)."""
     rate = row.rule.rate
@@ -624,7 +624,7 @@ def rate_use(row: rules_db.RuleRow) -> Html | None:
     return el("span", f"{used} of {rate} started", class_="warn" if full else None, title=title)
 
 
-def limit_use(row: rules_db.RuleRow | None) -> Html:
+def limit_use(row: limiting.StoredRule | None) -> Html:
     """A group's limit and its use: running against max, recent starts against the rate."""
     if row is None:
         return el("span", "none", class_="muted")
@@ -687,7 +687,7 @@ def limit_form(ctx: Context, scope: str, action: str, name: str | None = None) -
     )
 
 
-def limited(ctx: Context, rules: Sequence[rules_db.RuleRow]) -> Html:
+def limited(ctx: Context, rules: Sequence[limiting.StoredRule]) -> Html:
     """The limits of queues, kinds and namespaces with their use, a remove form each, and the
     limit forms (for unscoped operators: a limit shares the fleet between namespaces)."""
     may = ctx.operator and ctx.namespaces is None

@@ -14,7 +14,6 @@ from datetime import datetime, timedelta
 from tickwork.admin.settings import AdminSettings
 from tickwork.db import admin as admin_db
 from tickwork.db import clock as clock_db
-from tickwork.db import flow_rules as rules_db
 from tickwork.db import job_counts as job_counts_db
 from tickwork.db import jobs as jobs_db
 from tickwork.db import pauses as pauses_db
@@ -23,6 +22,7 @@ from tickwork.db import store
 from tickwork.db import workers as workers_db
 from tickwork.db.connections import Connection
 from tickwork.errors import JobNotFound, ScheduleNotFound
+from tickwork.flow import limiting
 from tickwork.model import Job
 from tickwork.schedules import occurrences
 from tickwork.schedules.definition import HistoryLimits, IntervalMode, stored_history_limits
@@ -117,7 +117,7 @@ class Overview:
     recent_audit: list[admin_db.AuditRow]
     pauses: list[pauses_db.PauseRow]
     """The paused queues, and the paused namespaces of the caller's scope."""
-    limits: list[rules_db.RuleRow]
+    limits: list[limiting.StoredRule]
     """The limits of queues and kinds, and of the namespaces of the caller's scope, with
     their groups' running jobs and their rates' starts of the last period."""
 
@@ -154,7 +154,7 @@ def overview(
         ],
         limits=[
             r
-            for r in store.run(conn, rules_db.list_rules(None, now))
+            for r in limiting.list_rules(conn, None, now)
             if r.rule.scope.value != "namespace" or scope is None or r.rule.name in scope
         ],
     )

@@ -13,9 +13,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from tickwork.cli import common, output
-from tickwork.db import flow_rules as rules_db
 from tickwork.errors import InvalidInput
-from tickwork.flow import limits
+from tickwork.flow import limiting, limits
 
 LIMIT_HEADERS = ("SCOPE", "NAME", "LIMIT", "RUNNING", "RECENT STARTS", "SET BY", "SET AT")
 _WHOLE = re.compile(r"[+-]?[0-9]{1,18}")
@@ -144,7 +143,7 @@ def _unlimit(scope: limits.Scope) -> Callable[[argparse.Namespace, common.Env], 
     return act
 
 
-def limit_object(row: rules_db.RuleRow | None) -> Mapping[str, Any] | None:
+def limit_object(row: limiting.StoredRule | None) -> Mapping[str, Any] | None:
     """A rule in ``-o json``: its settings, in words, and its group's use of it."""
     if row is None:
         return None
@@ -164,11 +163,11 @@ def limit_object(row: rules_db.RuleRow | None) -> Mapping[str, Any] | None:
     }
 
 
-def limit_cell(row: rules_db.RuleRow | None) -> str | None:
+def limit_cell(row: limiting.StoredRule | None) -> str | None:
     return row.rule.describe() if row else None
 
 
-def by_name(rows: list[rules_db.RuleRow]) -> dict[str, rules_db.RuleRow]:
+def by_name(rows: list[limiting.StoredRule]) -> dict[str, limiting.StoredRule]:
     return {row.rule.name: row for row in rows}
 
 
@@ -191,7 +190,7 @@ def _lister(scope: limits.Scope | None) -> Callable[[argparse.Namespace, common.
     return list_limits
 
 
-def _cells(row: rules_db.RuleRow) -> tuple[Any, ...]:
+def _cells(row: limiting.StoredRule) -> tuple[Any, ...]:
     rule = row.rule
     running = None
     if rule.max_running is not None:

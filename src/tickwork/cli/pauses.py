@@ -10,9 +10,9 @@ from typing import Any
 
 from tickwork.app import App
 from tickwork.cli import common, limits, output
-from tickwork.db import flow_rules as rules_db
 from tickwork.db import pauses as pauses_db
 from tickwork.db import store
+from tickwork.flow import limiting
 from tickwork.flow.limits import Scope as RuleScope
 from tickwork.transitions import Outcome
 
@@ -108,7 +108,7 @@ def _pause_cells(pause: pauses_db.PauseRow | None) -> tuple[Any, ...]:
 def list_queues(args: argparse.Namespace, env: common.Env) -> int:
     with common.app(args, env) as app, app.connection() as conn:
         queues = store.run(conn, pauses_db.list_queues())
-        rules = limits.by_name(store.run(conn, rules_db.list_rules(RuleScope.QUEUE)))
+        rules = limits.by_name(limiting.list_rules(conn, RuleScope.QUEUE, None))
     known = {q.name for q in queues}
     queues += [pauses_db.QueueState(name, 0, 0, None) for name in rules if name not in known]
     queues.sort(key=lambda q: q.name)
@@ -140,7 +140,7 @@ def list_queues(args: argparse.Namespace, env: common.Env) -> int:
 def list_namespaces(args: argparse.Namespace, env: common.Env) -> int:
     with common.app(args, env) as app, app.connection() as conn:
         namespaces = store.run(conn, pauses_db.list_namespaces())
-        rules = limits.by_name(store.run(conn, rules_db.list_rules(RuleScope.NAMESPACE)))
+        rules = limits.by_name(limiting.list_rules(conn, RuleScope.NAMESPACE, None))
     known = {n.name for n in namespaces}
     namespaces += [pauses_db.NamespaceState(name, 0, None) for name in rules if name not in known]
     namespaces.sort(key=lambda n: n.name)
