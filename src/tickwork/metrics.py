@@ -342,6 +342,41 @@ FLEET_ORPHANED_JOBS = Gauge(
     ["kind", "status"],
     registry=None,
 )
+FLEET_JOBS_HELD = Gauge(
+    "tickwork_fleet_jobs_held",
+    "Due waiting jobs no claim would take now, per queue, by the first reason that holds them: "
+    "paused (their queue), queue_limit, kind_limit, namespace_limit (that max_running reached, "
+    "fleet-wide), rate_limit (a rate used up for its last period). Every queue with open jobs "
+    "has every reason (0: none held so).",
+    ["reason", "queue"],
+    registry=None,
+)
+FLEET_LIMIT_MAX_RUNNING = Gauge(
+    "tickwork_fleet_limit_max_running",
+    "The concurrency limit (max_running) of each limited queue, kind or schedule namespace.",
+    ["scope", "name"],
+    registry=None,
+)
+FLEET_LIMIT_RUNNING = Gauge(
+    "tickwork_fleet_limit_running",
+    "Running jobs of each queue, kind or schedule namespace with a concurrency limit.",
+    ["scope", "name"],
+    registry=None,
+)
+FLEET_LIMIT_RATE = Gauge(
+    "tickwork_fleet_limit_rate_starts",
+    "The starts a rate limit allows per its period, for each rate-limited queue, kind or "
+    "schedule namespace (per value of its payload field, for a keyed rate).",
+    ["scope", "name"],
+    registry=None,
+)
+FLEET_LIMIT_RECENT_STARTS = Gauge(
+    "tickwork_fleet_limit_recent_starts",
+    "Starts of each rate-limited queue, kind or schedule namespace in the rate's last period "
+    "(all values of a keyed rate's field together).",
+    ["scope", "name"],
+    registry=None,
+)
 FLEET = FreshGauges(
     (
         FLEET_SAMPLED,
@@ -355,6 +390,11 @@ FLEET = FreshGauges(
         FLEET_ORPHANED_JOBS,
         FLEET_QUEUE_PAUSED,
         FLEET_NAMESPACE_PAUSED,
+        FLEET_JOBS_HELD,
+        FLEET_LIMIT_MAX_RUNNING,
+        FLEET_LIMIT_RUNNING,
+        FLEET_LIMIT_RATE,
+        FLEET_LIMIT_RECENT_STARTS,
     ),
     REGISTRY,
 )

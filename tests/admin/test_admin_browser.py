@@ -134,6 +134,35 @@ async def test_cancel_a_job_and_retry_a_dead_one(
     await shoot(page, "audit")
 
 
+async def test_limit_a_queue_through_the_overview_form(
+    page: Page, app: tickwork.App, conn: psycopg.Connection
+) -> None:
+    app.enqueue("report.build", {}, queue="reports")
+    await page.goto("/")
+    form = page.locator("form").filter(has=page.get_by_role("button", name="Limit queue"))
+    await form.get_by_label("queue", exact=True).fill("reports")
+    await form.get_by_label("Max running").fill("2")
+    await form.get_by_label("Rate", exact=True).fill("100/min")
+    await form.get_by_label("Reason").fill("the ledger is slow")
+    await form.get_by_role("button", name="Limit queue").click()
+    assert app.list_limits() == []  # the confirmation box is required: the browser held it
+    await form.get_by_label("I confirm").check()
+    await form.get_by_role("button", name="Limit queue").click()
+    await expect(page.get_by_role("status")).to_have_text("Done.")
+    queues = page.locator("table").filter(has_text="due (backlog)")
+    await expect(queues.get_by_role("row").filter(has_text="reports")).to_contain_text(
+        "0/2 running · 0 of 100/min started"
+    )
+    await shoot(page, "limits")
+    limits = page.locator("table").filter(has_text="use now")
+    await limits.get_by_label("I confirm").check()
+    await limits.get_by_role("button", name="Remove queue limit").click()
+    await expect(page.get_by_role("status")).to_have_text("Done.")
+    assert app.list_limits() == []
+    records = [(r["action"], r["reason"]) for r in admin_helpers.audit_rows(conn)]
+    assert records == [("limit", "the ledger is slow"), ("unlimit", None)]
+
+
 async def test_a_tenant_sees_and_triggers_only_its_namespace(
     browser: Browser, client: TestClient, app: tickwork.App
 ) -> None:
@@ -208,6 +237,8 @@ async def test_table_cells_never_break_inside_a_word(
         "ValueError: the quarterly rollup found no ledger rows for tenant acme-corporation"
     )
     admin_helpers.make_dead(conn, long, error=trace)
+    app.set_limit("queue", "reports-batch", max_running=3, rate="100/min", rate_key="customer")
+    app.set_limit("namespace", "billing", max_running=20, weight=3)
     for minute in range(0, 180, 7):  # the overview's charts, for the screenshots
         for i in range(minute % 5 + 1):  # lags differ: one occurrence per schedule and instant
             admin_helpers.finish(app, conn, "succeeded", minute * 60 + 5, lag=minute % 11 + i)

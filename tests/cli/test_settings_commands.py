@@ -48,6 +48,8 @@ COMMANDS: dict[str, tuple[type, ...]] = {
     "workers": (DatabaseSettings,),
     "queues": (DatabaseSettings,),
     "namespaces": (DatabaseSettings,),
+    "kinds": (DatabaseSettings,),
+    "limits": (DatabaseSettings,),
     "preview": (),
 }
 

@@ -1,5 +1,6 @@
 """The console's actions — run a delayed job now, cancel a job, retry a dead one, trigger a
-schedule, pause or resume a queue or a schedule namespace — each in one transaction. The job
+schedule, pause or resume a queue or a schedule namespace, set or remove the limit of a queue,
+a kind or a namespace — each in one transaction. The job
 actions are :mod:`tickwork.transitions`' (the App's too): lock, change, and one audit record
 with who, why, the request id and the job's snapshot before and after. A trigger's record
 holds the schedule's snapshot before and after.
@@ -10,7 +11,9 @@ already there (cancelling a cancelled job) changes nothing and records nothing.
 
 A caller scoped to some schedule namespaces acts only on their schedules and jobs, and
 pauses only those namespaces (a queue's pause holds every namespace's jobs: it needs an
-unscoped operator); anything else raises :class:`reads.OutOfScope` (403) before any change.
+unscoped operator), and sets no limit (a limit, a namespace's weight included, shares the
+fleet between every namespace: it needs an unscoped operator); anything else raises
+:class:`reads.OutOfScope` (403) before any change.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from tickwork.db import admin as admin_db
 from tickwork.db import connections, store
 from tickwork.db import schedules as schedules_db
 from tickwork.errors import ScheduleNotFound
-from tickwork.flow import pausing
+from tickwork.flow import limiting, limits, pausing
 from tickwork.flow.pauses import Scope as PauseScope
 from tickwork.model import Actor
 from tickwork.schedules import operations
@@ -84,3 +87,34 @@ def pause_or_resume(
     elif scope is not None:
         raise OutOfScope(f"queue {name}: pausing a queue holds every namespace's jobs")
     return PAUSE_ACTIONS[action](conn, target, name, actor, now)
+
+
+def set_limit(
+    conn: connections.Connection,
+    rule: limits.Rule,
+    actor: Actor,
+    now: datetime | None,
+    scope: admin_db.Scope,
+) -> Outcome:
+    """Set ``rule`` on its queue, kind or namespace: the App's :mod:`tickwork.flow.limiting`,
+    audited and idempotent alike."""
+    _may_limit(scope, rule.scope, rule.name)
+    return limiting.set_rule(conn, rule, actor, now)
+
+
+def remove_limit(
+    conn: connections.Connection,
+    target: limits.Scope,
+    name: str,
+    actor: Actor,
+    now: datetime | None,
+    scope: admin_db.Scope,
+) -> Outcome:
+    """Remove the limit of the queue, kind or namespace ``name``."""
+    _may_limit(scope, target, name)
+    return limiting.remove_rule(conn, target, name, actor, now)
+
+
+def _may_limit(scope: admin_db.Scope, target: limits.Scope, name: str) -> None:
+    if scope is not None:
+        raise OutOfScope(f"{target.value} {name}: a limit shares the fleet between namespaces")

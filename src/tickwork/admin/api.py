@@ -23,6 +23,7 @@ from tickwork.admin.views import JOB_ACTIONS
 from tickwork.db import admin as admin_db
 from tickwork.db import audit as audit_db
 from tickwork.errors import InvalidInput
+from tickwork.flow.limits import Scope as LimitScope
 from tickwork.flow.pauses import Scope as PauseScope
 
 
@@ -189,4 +190,29 @@ async def pause_action(request: web.Request) -> web.Response:
     outcome = await console.run(
         lambda conn, now: actions.pause_or_resume(conn, action, target, name, actor, now, scope)
     )
+    return answer({**plain(outcome), "request_id": actor.request_id})
+
+
+async def limit_action(request: web.Request) -> web.Response:
+    """``POST /api/limits/{queue|kind|namespace}/{limit|unlimit}`` with ``{"name": …}`` in the
+    body, and for ``limit`` any of ``max_running`` (a number), ``rate`` (``"100/min"``),
+    ``rate_key``, ``weight`` (a namespace's): the rule replaces the one the target had."""
+    console, scope = _console(request), _scope(request)
+    action, target = request.match_info["action"], LimitScope(request.match_info["scope"])
+    actor = await _actor(request)
+    body = await request.json() if request.body_exists else {}
+    if not isinstance(body, dict):
+        raise InvalidInput("body", "must be a JSON object")
+    if action == "limit":
+        rule = inputs.limit_rule(target, body)
+        outcome = await console.run(
+            lambda conn, now: actions.set_limit(conn, rule, actor, now, scope)
+        )
+    else:
+        name = body.get("name")
+        if not isinstance(name, str):
+            raise InvalidInput("name", f"the {target.value}'s name, as text")
+        outcome = await console.run(
+            lambda conn, now: actions.remove_limit(conn, target, name, actor, now, scope)
+        )
     return answer({**plain(outcome), "request_id": actor.request_id})

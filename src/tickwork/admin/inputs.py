@@ -9,6 +9,7 @@ from collections.abc import Mapping
 
 from tickwork.db import admin as admin_db
 from tickwork.errors import InvalidInput
+from tickwork.flow import limits
 from tickwork.model import JobStatus
 
 FAILING = "failing"
@@ -19,6 +20,7 @@ MAX_REASON = 500
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _NUMBER = re.compile(r"[0-9]{1,18}")
+_WHOLE = re.compile(r"[+-]?[0-9]{1,18}")
 
 
 def text(query: Mapping[str, str], name: str) -> str | None:
@@ -89,3 +91,40 @@ def request_id(value: object) -> str:
 
 def new_request_id() -> str:
     return secrets.token_urlsafe(18)
+
+
+def _optional(fields: Mapping[str, object], name: str) -> object:
+    """A rule's field: absent, null or a blank form field are None."""
+    value = fields.get(name)
+    return None if value is None or (isinstance(value, str) and not value.strip()) else value
+
+
+def _whole(fields: Mapping[str, object], name: str, most: int) -> int | None:
+    """A count from a form (text) or a JSON body (a number); anything else names ``name``."""
+    value = _optional(fields, name)
+    if value is None:
+        return None
+    if isinstance(value, str):
+        if not _WHOLE.fullmatch(value.strip()):
+            raise InvalidInput(name, f"must be a whole number from 1 to {most:,}, got {value!r}")
+        value = int(value)
+    return limits.check_count(value, name, most)
+
+
+def limit_rule(scope: limits.Scope, fields: Mapping[str, object]) -> limits.Rule:
+    """The rule a limit form or a ``POST /api/limits/…`` body sets: ``name``, and any of
+    ``max_running``, ``rate`` (``"100/min"``), ``rate_key``, ``weight`` (a namespace's)."""
+    name = fields.get("name")
+    if not isinstance(name, str):
+        raise InvalidInput(scope.value, "the name, as text")
+    rate, rate_key = _optional(fields, "rate"), _optional(fields, "rate_key")
+    if rate_key is not None and not isinstance(rate_key, str):
+        raise InvalidInput("rate_key", "must be a payload field name, as text")
+    return limits.Rule(
+        scope,
+        name,
+        _whole(fields, "max_running", limits.MAX_RUNNING),
+        None if rate is None else limits.Rate.parse(rate),
+        rate_key.strip() if isinstance(rate_key, str) else None,
+        _whole(fields, "weight", limits.MAX_WEIGHT),
+    )

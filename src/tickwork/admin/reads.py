@@ -22,6 +22,7 @@ from tickwork.db import store
 from tickwork.db import workers as workers_db
 from tickwork.db.connections import Connection
 from tickwork.errors import JobNotFound, ScheduleNotFound
+from tickwork.flow import limiting
 from tickwork.model import Job
 from tickwork.schedules import occurrences
 from tickwork.schedules.definition import HistoryLimits, IntervalMode, stored_history_limits
@@ -116,6 +117,9 @@ class Overview:
     recent_audit: list[admin_db.AuditRow]
     pauses: list[pauses_db.PauseRow]
     """The paused queues, and the paused namespaces of the caller's scope."""
+    limits: list[limiting.StoredRule]
+    """The limits of queues and kinds, and of the namespaces of the caller's scope, with
+    their groups' running jobs and their rates' starts of the last period."""
 
 
 def overview(
@@ -147,6 +151,11 @@ def overview(
             p
             for p in store.run(conn, pauses_db.list_pauses())
             if p.scope == "queue" or scope is None or p.name in scope
+        ],
+        limits=[
+            r
+            for r in limiting.list_rules(conn, None, now)
+            if r.rule.scope.value != "namespace" or scope is None or r.rule.name in scope
         ],
     )
 

@@ -136,6 +136,7 @@ def build(console: Console) -> web.Application:
     action = r"{action:run-now|cancel|retry}"
     schedule = "{namespace}/{name}"
     pause = "{scope:queue|namespace}/{action:pause|resume}"
+    limit = "{scope:queue|kind|namespace}/{action:limit|unlimit}"
     app.add_routes(
         [
             *http.probe_routes(readiness=http.database_readiness(console.app.database_url)),
@@ -152,6 +153,7 @@ def build(console: Console) -> web.Application:
             web.get(f"/jobs/{job_id}", views.job),
             web.post(f"/jobs/{job_id}/{action}", views.job_action),
             web.post(f"/pauses/{pause}", views.pause_action),
+            web.post(f"/limits/{limit}", views.limit_action),
             web.get("/audit", views.audit),
             web.get("/api/whoami", api.whoami),
             web.get("/api/overview", api.overview),
@@ -162,6 +164,7 @@ def build(console: Console) -> web.Application:
             web.get(f"/api/jobs/{job_id}", api.job),
             web.post(f"/api/jobs/{job_id}/{action}", api.job_action),
             web.post(f"/api/pauses/{pause}", api.pause_action),
+            web.post(f"/api/limits/{limit}", api.limit_action),
             web.get("/api/audit", api.audit),
         ]
     )

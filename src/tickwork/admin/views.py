@@ -14,6 +14,7 @@ from tickwork.admin.html import Html, link, path
 from tickwork.db import admin as admin_db
 from tickwork.db import audit as audit_db
 from tickwork.errors import InvalidInput
+from tickwork.flow.limits import Scope as LimitScope
 from tickwork.flow.pauses import Scope as PauseScope
 
 LOGIN_COOKIE = "tickwork_login"
@@ -161,6 +162,28 @@ async def pause_action(request: web.Request) -> web.Response:
             conn, action, target, str(name or ""), actor, now, scope
         )
     )
+    raise web.HTTPSeeOther(link("/", {"flash": _flash(outcome)}))
+
+
+async def limit_action(request: web.Request) -> web.Response:
+    """The overview's limit forms (set, remove); a form without its confirmation box ticked
+    is refused (400) before anything changes, as is a wrong value (naming its field)."""
+    console, scope = _console(request), _scope(request)
+    action, target = request.match_info["action"], LimitScope(request.match_info["scope"])
+    form = await security.form(request)
+    if form.get("confirm") != "yes":
+        raise InvalidInput("confirm", f"tick the box that confirms the {action}")
+    actor = await _actor(request)
+    if action == "limit":
+        rule = inputs.limit_rule(target, form)
+        outcome = await console.run(
+            lambda conn, now: actions.set_limit(conn, rule, actor, now, scope)
+        )
+    else:
+        name = str(form.get("name") or "")
+        outcome = await console.run(
+            lambda conn, now: actions.remove_limit(conn, target, name, actor, now, scope)
+        )
     raise web.HTTPSeeOther(link("/", {"flash": _flash(outcome)}))
 
 

@@ -1,5 +1,6 @@
-"""``tickwork queues`` and ``tickwork namespaces``: list them with their paused state, and
-pause or resume one (fleet-wide, persisted, audited; see :mod:`tickwork.flow`)."""
+"""``tickwork queues`` and ``tickwork namespaces``: list them with their paused state and
+their limits, and pause or resume one (fleet-wide, persisted, audited; see
+:mod:`tickwork.flow`); their ``limit`` and ``unlimit`` are :mod:`tickwork.cli.limits`'."""
 
 from __future__ import annotations
 
@@ -8,13 +9,19 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from tickwork.app import App
-from tickwork.cli import common, output
+from tickwork.cli import common, limits, output
 from tickwork.db import pauses as pauses_db
 from tickwork.db import store
+from tickwork.flow import limiting
+from tickwork.flow.limits import Scope as RuleScope
 from tickwork.transitions import Outcome
 
-QUEUE_HEADERS = ("QUEUE", "STATE", "AVAILABLE", "RUNNING", "PAUSED BY", "PAUSED AT", "REASON")
-NAMESPACE_HEADERS = ("NAMESPACE", "STATE", "SCHEDULES", "PAUSED BY", "PAUSED AT", "REASON")
+QUEUE_HEADERS = (
+    "QUEUE", "STATE", "AVAILABLE", "RUNNING", "PAUSED BY", "PAUSED AT", "REASON", "LIMIT"
+)  # fmt: skip
+NAMESPACE_HEADERS = (
+    "NAMESPACE", "STATE", "SCHEDULES", "PAUSED BY", "PAUSED AT", "REASON", "LIMIT"
+)  # fmt: skip
 
 
 def register(subcommands: common.Subcommands) -> None:
@@ -44,9 +51,10 @@ def _register(
 ) -> None:
     parser = subcommands.add_parser(
         command,
-        help=f"list {command} with their paused state; pause or resume one",
-        description=f"List the {command} with their paused state (no subcommand), or pause "
-        f"or resume one. A paused {what}: {effect}.",
+        help=f"list {command} with their paused state and limits; pause, resume, limit or "
+        "unlimit one",
+        description=f"List the {command} with their paused state and limits (no subcommand), "
+        f"or pause, resume, limit or unlimit one. A paused {what}: {effect}.",
     )
     common.add_database_url(parser)
     common.add_output(parser)
@@ -58,6 +66,7 @@ def _register(
         common.add_audit(sub)
         common.add_database_url(sub)
         sub.set_defaults(handler=_acting(command, action))
+    limits.add_actions(actions, command, what)
 
 
 _ACTIONS: dict[tuple[str, str], Callable[..., Outcome]] = {
@@ -99,6 +108,10 @@ def _pause_cells(pause: pauses_db.PauseRow | None) -> tuple[Any, ...]:
 def list_queues(args: argparse.Namespace, env: common.Env) -> int:
     with common.app(args, env) as app, app.connection() as conn:
         queues = store.run(conn, pauses_db.list_queues())
+        rules = limits.by_name(limiting.list_rules(conn, RuleScope.QUEUE, None))
+    known = {q.name for q in queues}
+    queues += [pauses_db.QueueState(name, 0, 0, None) for name in rules if name not in known]
+    queues.sort(key=lambda q: q.name)
     if args.output == "json":
         objects = [
             {
@@ -107,6 +120,7 @@ def list_queues(args: argparse.Namespace, env: common.Env) -> int:
                 "available": q.available,
                 "running": q.running,
                 "pause": _pause_object(q.pause),
+                "limit": limits.limit_object(rules.get(q.name)),
             }
             for q in queues
         ]
@@ -115,16 +129,21 @@ def list_queues(args: argparse.Namespace, env: common.Env) -> int:
         rows = []
         for q in queues:
             state, *paused = _pause_cells(q.pause)
-            rows.append((q.name, state, q.available, q.running, *paused))
+            limit = limits.limit_cell(rules.get(q.name))
+            rows.append((q.name, state, q.available, q.running, *paused, limit))
         print(output.table(QUEUE_HEADERS, rows))
     else:
-        print("no queues with jobs, none paused")
+        print("no queues with jobs, none paused or limited")
     return 0
 
 
 def list_namespaces(args: argparse.Namespace, env: common.Env) -> int:
     with common.app(args, env) as app, app.connection() as conn:
         namespaces = store.run(conn, pauses_db.list_namespaces())
+        rules = limits.by_name(limiting.list_rules(conn, RuleScope.NAMESPACE, None))
+    known = {n.name for n in namespaces}
+    namespaces += [pauses_db.NamespaceState(name, 0, None) for name in rules if name not in known]
+    namespaces.sort(key=lambda n: n.name)
     if args.output == "json":
         objects = [
             {
@@ -132,6 +151,7 @@ def list_namespaces(args: argparse.Namespace, env: common.Env) -> int:
                 "paused": n.pause is not None,
                 "schedules": n.schedules,
                 "pause": _pause_object(n.pause),
+                "limit": limits.limit_object(rules.get(n.name)),
             }
             for n in namespaces
         ]
@@ -140,7 +160,8 @@ def list_namespaces(args: argparse.Namespace, env: common.Env) -> int:
         rows = []
         for n in namespaces:
             state, *paused = _pause_cells(n.pause)
-            rows.append((n.name, state, n.schedules, *paused))
+            limit = limits.limit_cell(rules.get(n.name))
+            rows.append((n.name, state, n.schedules, *paused, limit))
         print(output.table(NAMESPACE_HEADERS, rows))
     else:
         print("no schedule namespaces")

@@ -78,3 +78,21 @@ def list_rules(scope: str | None = None, now: datetime | None = None) -> Op[list
 def lock_task_rules() -> Op[None]:
     """Serialize the writes of tasks' kind rules until the commit."""
     return Op("rule_lock_task_rules", {}, lambda rows: None)
+
+
+HELD_REASONS = ("paused", "queue_limit", "kind_limit", "namespace_limit", "rate_limit")
+"""Why a due waiting job waits (``tickwork_fleet_jobs_held``'s reason), first reason first."""
+
+
+@dataclass(frozen=True)
+class HeldJobs:
+    """The due waiting jobs of a queue that no claim would take now, for one reason."""
+
+    queue: str
+    reason: str
+    count: int
+
+
+def held_jobs(now: datetime | None) -> Op[list[HeldJobs]]:
+    """Per queue and reason, the due waiting jobs a pause or a rule with no room holds."""
+    return Op("rule_held_jobs", {"now": now}, lambda rows: [HeldJobs(**row) for row in rows])
