@@ -12,12 +12,10 @@ database says.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import psycopg
-import pytest
 
 import tickwork
 from tests.support.helpers import (
@@ -25,14 +23,8 @@ from tests.support.helpers import (
     StartWorker,
     recorded_spans,
     scalar,
-    spawned_workers,
     wait_until_sync,
 )
-
-
-@pytest.fixture
-def start_worker(database_url: str, tmp_path: Path) -> Iterator[StartWorker]:
-    yield from spawned_workers(database_url, tmp_path)
 
 
 def most_at_once(spans: list[tuple[float, float]]) -> int:

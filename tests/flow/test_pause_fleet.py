@@ -7,12 +7,10 @@ interval (2 s): the pause does not wait for it."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import psycopg
-import pytest
 
 import tickwork
 from tests.support.helpers import (
@@ -20,14 +18,8 @@ from tests.support.helpers import (
     StartWorker,
     recorded_spans,
     scalar,
-    spawned_workers,
     wait_until_sync,
 )
-
-
-@pytest.fixture
-def start_worker(database_url: str, tmp_path: Path) -> Iterator[StartWorker]:
-    yield from spawned_workers(database_url, tmp_path)
 
 
 def _count(conn: psycopg.Connection[Any], queue: str, status: str) -> int:

@@ -24,13 +24,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from tickwork.errors import InvalidInput
+from tickwork.flow.pauses import check_target
 
 MAX_RUNNING = 100_000
 MAX_STARTS = 1_000_000
 MAX_PERIOD_SECONDS = 86_400.0
 MAX_WEIGHT = 1000
 MAX_CONCURRENCY_LIMIT = 10_000
-MAX_NAME = 200
 MAX_RATE_KEY = 200
 
 UNITS = {"s": 1.0, "sec": 1.0, "second": 1.0, "m": 60.0, "min": 60.0, "minute": 60.0}
@@ -127,16 +127,8 @@ class Rule:
 
 
 def check_name(scope: Scope, name: object) -> str:
-    field = scope.value
-    if not isinstance(name, str) or not name.strip():
-        raise InvalidInput(field, "must not be empty")
-    if name != name.strip():
-        raise InvalidInput(field, f"{name!r} has leading or trailing spaces")
-    if len(name) > MAX_NAME:
-        raise InvalidInput(field, f"longer than {MAX_NAME} characters")
-    if "\x00" in name:
-        raise InvalidInput(field, "must not contain NUL (U+0000) characters")
-    return name
+    """``name`` as a limit's target, by the rules of a pause's."""
+    return check_target(scope.value, name)
 
 
 def check_count(value: Any, field: str, most: int) -> int:

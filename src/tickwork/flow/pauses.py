@@ -36,7 +36,12 @@ def target(scope: Scope, name: str) -> str:
 
 def check_name(scope: Scope, name: str) -> str:
     """``name`` as a pause target, or InvalidInput naming the field."""
-    field = scope.value
+    return check_target(scope.value, name)
+
+
+def check_target(field: str, name: object) -> str:
+    """A queue's, kind's or namespace's name as flow control takes it (a pause's or a
+    limit's target), or InvalidInput naming ``field``."""
     if not isinstance(name, str) or not name.strip():
         raise InvalidInput(field, "must not be empty")
     if name != name.strip():
