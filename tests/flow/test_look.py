@@ -3,7 +3,7 @@ that found nothing (driven by a hand-moved monotonic clock)."""
 
 from __future__ import annotations
 
-from tickwork.flow.look import LOOK_SECONDS, RuleLook
+from tickwork.flow.look import CONTENDED_SECONDS, LOOK_SECONDS, RuleLook
 
 
 class Monotonic:
@@ -40,3 +40,12 @@ def test_a_spent_rate_shortens_the_idle_wait_to_when_it_has_room() -> None:
     assert look.idle_seconds(2.0) == 2.0
     look.looked(1, room_in_seconds=30)
     assert look.idle_seconds(2.0) == 2.0, "never longer than the poll"
+
+
+def test_a_rule_another_claimer_held_means_claim_again_in_a_moment() -> None:
+    clock = Monotonic()
+    look = RuleLook(clock)
+    look.looked(2, room_in_seconds=None, contended=1)
+    assert abs(look.idle_seconds(2.0) - CONTENDED_SECONDS) < 1e-9
+    look.looked(2, room_in_seconds=None, contended=0)
+    assert look.idle_seconds(2.0) == 2.0

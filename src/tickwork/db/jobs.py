@@ -261,6 +261,8 @@ class ClaimRules:
     """How many flow rules apply to what the claim serves, held or not."""
     room_in_seconds: float | None
     """When the first spent rate (not keyed) has room again; None: none is spent."""
+    contended: int = 0
+    """How many of the rules another claimer held (this claim had no room in them)."""
 
 
 def lock_claim_rules(
@@ -273,7 +275,9 @@ def lock_claim_rules(
     return Op(
         "job_claim_rules",
         params,
-        lambda rows: ClaimRules(int(rows[0]["applying"]), rows[0]["room_in_seconds"]),
+        lambda rows: ClaimRules(
+            int(rows[0]["applying"]), rows[0]["room_in_seconds"], int(rows[0]["contended"])
+        ),
     )
 
 

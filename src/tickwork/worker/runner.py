@@ -424,7 +424,9 @@ class Worker:
                     async with conn.transaction():
                         rules = jobs_db.lock_claim_rules(self.queues, self.kinds, now)
                         looked = await store.arun(conn, rules)
-                        self._rules.looked(looked.applying, looked.room_in_seconds)
+                        self._rules.looked(
+                            looked.applying, looked.room_in_seconds, looked.contended
+                        )
                         jobs = await store.arun(conn, claim)
                 else:
                     jobs = await store.arun(conn, claim)

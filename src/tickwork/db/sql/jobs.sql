@@ -97,7 +97,8 @@ RETURNING id, schedule_namespace, schedule_name, occurrence_at;
 -- held rule's running jobs and starts in a snapshot taken after the lock, so it sees what the
 -- previous holder committed: two claimers never both take a rule's last room. Returns how
 -- many rules apply (0: the worker may claim without this statement for a while), and in how
--- many seconds the first rate without room has room again (NULL: none is spent), for a
+-- many seconds the first rate without room has room again (NULL: none is spent), and how
+-- many rules another claimer held (their room is this claim's again a moment later): for a
 -- worker that found nothing to sleep no longer.
 WITH applying AS MATERIALIZED (
     SELECT r.id, r.rate IS NOT NULL AS rated, r.period_seconds
@@ -129,6 +130,7 @@ spent AS (  -- the locked rates (not keyed) with no room: when their oldest star
     HAVING sum(s.starts) >= r.rate
 )
 SELECT (SELECT count(*) FROM applying) AS applying,
+       (SELECT count(*) FROM applying) - (SELECT count(*) FROM locked) AS contended,
        set_config('tickwork.claim_rules',
                   coalesce((SELECT string_agg(id::text, ',') FROM locked), ''), true) AS held,
        extract(epoch FROM (SELECT min(room_at) FROM spent) - coalesce(%(now)s, now()))::float8
