@@ -65,6 +65,11 @@ def set_rule(
     return Op("rule_upsert", params, _first)
 
 
+def get_rule(scope: str, name: str) -> Op[RuleRow | None]:
+    """The rule of ``name``, or None."""
+    return Op("rule_get", {"scope": scope, "name": name}, _first)
+
+
 def delete_rule(scope: str, name: str) -> Op[RuleRow | None]:
     """Remove the rule of ``name``; the rule it had, or None."""
     return Op("rule_delete", {"scope": scope, "name": name}, _first)

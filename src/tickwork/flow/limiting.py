@@ -56,7 +56,8 @@ def _target(scope: Scope, name: str) -> str:
 
 
 def _current(conn: connections.Connection, scope: Scope, name: str) -> Rule | None:
-    return next((s.rule for s in list_rules(conn, scope, None) if s.rule.name == name), None)
+    row = store.run(conn, rules_db.get_rule(scope.value, name))
+    return None if row is None else stored(row).rule
 
 
 def set_rule(

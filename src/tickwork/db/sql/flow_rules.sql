@@ -22,6 +22,12 @@ DELETE FROM tickwork.flow_rules
 WHERE scope = %(scope)s AND name = %(name)s
 RETURNING scope, name, max_running, rate, period_seconds, rate_key, weight, set_by, set_at;
 
+-- name: rule_get
+-- One group's rule, by its key (no row: it has none).
+SELECT scope, name, max_running, rate, period_seconds, rate_key, weight, set_by, set_at
+FROM tickwork.flow_rules
+WHERE scope = %(scope)s AND name = %(name)s;
+
 -- name: rule_list
 -- The rules of one scope (NULL: all), with the running jobs of each group and, for a rate,
 -- the starts of its last period (all keys together).
