@@ -2,13 +2,8 @@
 
 from tickwork.app import App
 from tickwork.model import Backoff, Job, JobId, JobStatus
-from tickwork.schedules.definition import (
-    ConcurrencyPolicy,
-    IntervalMode,
-    JobTemplate,
-    MisfirePolicy,
-    ScheduleDefinition,
-)
+from tickwork.schedules.definition import ScheduleDefinition
+from tickwork.schedules.options import ConcurrencyPolicy, IntervalMode, JobTemplate, MisfirePolicy
 
 __all__ = [
     "App",

@@ -18,7 +18,7 @@ from tickwork.admin.html import Child, Html, el, link, path
 from tickwork.admin.security import CSRF_FIELD
 from tickwork.db import admin as admin_db
 from tickwork.model import JobStatus
-from tickwork.schedules.definition import HistoryLimits
+from tickwork.schedules.options import HistoryLimits
 
 FLASH = {
     "changed": "Done.",
