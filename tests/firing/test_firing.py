@@ -441,7 +441,7 @@ async def test_the_worker_completion_write_records_schedule_successes(
     worker = Worker(app, worker_settings(database_url), clock=clock)
     async with opened(worker):
         (job,) = await worker.claim_once(10)
-        await worker._run_job(job)
+        await worker.slots.run_job(job)
         await worker.outcomes.complete(list(worker.outcomes.done))
     row = schedule(conn, "a")
     assert (row["state"], row["state_job_id"]) == ("done", job.id)

@@ -373,9 +373,9 @@ async def test_a_claimed_job_asked_to_stop_before_it_started_never_runs(
         (claimed,) = await worker.claim_once(10)
         await asyncio.to_thread(app.cancel, job_id)
         await worker.heartbeat_once()
-        slot = asyncio.create_task(worker._slot())
+        slot = asyncio.create_task(worker.slots.run())
         await wait_status(aconn, job_id, "cancelled")
-        worker._buffer.put_nowait(None)
+        worker.held.stop_slots(1)
         await asyncio.wait_for(slot, 10)
     assert seen.ids == []
     assert (await ajob_row(aconn, job_id))["version"] == claimed.version + 1

@@ -221,7 +221,7 @@ async def opened(worker: Worker) -> AsyncIterator[Worker]:
     finally:
         worker._pool = None
         await pool.close()
-        worker._threads.shutdown(wait=False, cancel_futures=True)
+        worker.slots.threads.shutdown(wait=False, cancel_futures=True)
         await asyncio.to_thread(worker._heartbeat.stop)  # closes its connection
 
 

@@ -195,7 +195,7 @@ async def test_a_heartbeat_whose_connection_broke_reconnects_on_the_next(
     beats = heartbeat.Heartbeat(
         config,
         clock=SettableClock(at(0)),
-        held=HeldJobs(asyncio.Event()),
+        held=HeldJobs(),
         liveness=Liveness(),
         found=lambda beat: None,
     )
@@ -217,7 +217,7 @@ async def test_stopping_a_heartbeat_stuck_behind_a_lock_cancels_its_statement(
 ) -> None:
     monkeypatch.setattr(heartbeat, "STOP_SECONDS", 0.2)
     await app.enqueue_async("t.held", {})
-    held = HeldJobs(asyncio.Event())
+    held = HeldJobs()
     for job in claim(conn, kinds=["t.held"], incarnation=_INCARNATION):
         held.hold(job)
     config = heartbeat.HeartbeatConfig(database_url, _INCARNATION, lease_seconds=30, interval=10)

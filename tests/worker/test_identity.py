@@ -151,18 +151,18 @@ async def test_adoption_after_a_lost_claim_answer_takes_only_this_processs_jobs(
                     "twin", ["default"], {"t.long": 25}, 10, 30, T0, incarnation=second.incarnation
                 ),
             )
-            await first._adopt()
-            await second._adopt()
-            assert sorted(first._held.ids()) == sorted(j.id for j in running)
-            assert second._held.ids() == [lost.id]
-            assert set(ids) == {lost.id, *first._held.ids()}
+            await first.claimer.adopt()
+            await second.claimer.adopt()
+            assert sorted(first.held.ids()) == sorted(j.id for j in running)
+            assert second.held.ids() == [lost.id]
+            assert set(ids) == {lost.id, *first.held.ids()}
 
             clock.set(at(10))
             await second.heartbeat_once()
             await first.heartbeat_once()
             leases = dict(conn.execute("SELECT id, lease_expires_at FROM tickwork.jobs"))
             assert leases == dict.fromkeys(ids, at(40)), "each heartbeat extended its own"
-            assert not any(h.lost for h in [*first._held, *second._held])
+            assert not any(h.lost for h in [*first.held, *second.held])
             assert (
                 scalar(conn, "SELECT count(DISTINCT picked_by_incarnation) FROM tickwork.jobs") == 2
             )

@@ -5,7 +5,6 @@ count of room (a finished job waiting for its write takes none)."""
 
 from __future__ import annotations
 
-import asyncio
 import math
 from datetime import UTC, datetime
 
@@ -140,22 +139,22 @@ def test_the_worker_takes_a_given_prefetch_and_adapts_without_one() -> None:
     url = "postgresql://nowhere.invalid/db"
     app = tickwork.App(url)
     adaptive = Worker(app, settings(url, concurrency=10, claim_batch=500))
-    assert adaptive.jobs_ahead() == 0, "nothing measured yet"
-    adaptive.estimates.claimed(0.005)
-    adaptive.estimates.ran(50e-6)
-    assert adaptive.jobs_ahead() == 1000, "fast jobs: a full claim in hand, one in flight"
-    adaptive.estimates.ran(2.0)
-    assert adaptive.jobs_ahead() == 0
+    assert adaptive.claimer.jobs_ahead() == 0, "nothing measured yet"
+    adaptive.claimer.estimates.claimed(0.005)
+    adaptive.claimer.estimates.ran(50e-6)
+    assert adaptive.claimer.jobs_ahead() == 1000, "fast jobs: a full claim in hand, one in flight"
+    adaptive.claimer.estimates.ran(2.0)
+    assert adaptive.claimer.jobs_ahead() == 0
     fixed = Worker(app, settings(url, concurrency=10, prefetch=3))
-    fixed.estimates.claimed(0.005)
-    fixed.estimates.ran(50e-6)
-    assert fixed.jobs_ahead() == 3
-    assert Worker(app, settings(url, prefetch=0)).jobs_ahead() == 0
+    fixed.claimer.estimates.claimed(0.005)
+    fixed.claimer.estimates.ran(50e-6)
+    assert fixed.claimer.jobs_ahead() == 3
+    assert Worker(app, settings(url, prefetch=0)).claimer.jobs_ahead() == 0
 
 
 async def test_a_finished_job_frees_room_once_and_is_counted_until_forgotten() -> None:
-    room = asyncio.Event()
-    held = HeldJobs(room)
+    held = HeldJobs()
+    room = held.room
     jobs = [_job(i) for i in range(3)]
     for job in jobs:
         held.hold(job)

@@ -72,7 +72,7 @@ def run(args: argparse.Namespace, env: common.Env) -> int:
     )
     worker = Worker(app, settings)
     if client is not None:  # deletes the Jobs that outlived their job (docs/containers.md)
-        worker.services.append(containers.reconciler(client, settings))
+        worker.maintenance.services.append(containers.reconciler(client, settings))
     freeze_startup_objects()
     asyncio.run(
         serve(worker, http_fallbacks=common.port_fallbacks(WorkerSettings, "http_port", args, env))

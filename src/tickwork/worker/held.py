@@ -1,8 +1,9 @@
 """The jobs a worker holds, from their claim until their outcome is written or dropped: one
 record per job (:class:`Held`) in one dict (:class:`HeldJobs`), dropped in one place
-(:meth:`HeldJobs.forget`). A job whose task has returned (:meth:`HeldJobs.finish`) or that is
-dropped tells the claimer there is room again: a success waiting for its batched write takes
-no room, so the next claim overlaps that write.
+(:meth:`HeldJobs.forget`), and the line of claimed jobs waiting for a slot
+(:meth:`HeldJobs.claimed`, :meth:`HeldJobs.next_job`). A job whose task has returned
+(:meth:`HeldJobs.finish`) or that is dropped tells the claimer there is room again: a success
+waiting for its batched write takes no room, so the next claim overlaps that write.
 
 The records are changed on the event loop only; the heartbeat and the stall watch read them
 from threads of their own, through :meth:`HeldJobs.snapshot`."""
@@ -35,9 +36,12 @@ class Held:
 
 
 class HeldJobs:
-    def __init__(self, room: asyncio.Event) -> None:
+    def __init__(self) -> None:
         self._held: dict[JobId, Held] = {}
-        self._room = room
+        self.room = asyncio.Event()
+        """Set whenever a job's task returns or its record is dropped: the claimer may claim."""
+        self._waiting: asyncio.Queue[Job | None] = asyncio.Queue()
+        """Claimed jobs no slot has taken yet; a None stops the slot that takes it."""
         self._finished = 0
         self._lock = threading.Lock()
         """Taken to add or drop a record, and by :meth:`snapshot` (other threads)."""
@@ -45,6 +49,36 @@ class HeldJobs:
     def hold(self, job: Job) -> None:
         with self._lock:
             self._held[job.id] = Held(job)
+
+    def claimed(self, job: Job) -> None:
+        """Hold a claimed (or adopted) job and line it up for the next free slot."""
+        self.hold(job)
+        self._waiting.put_nowait(job)
+
+    async def next_job(self) -> Job | None:
+        """The next claimed job for a slot, or None: the slot stops (:meth:`stop_slots`)."""
+        return await self._waiting.get()
+
+    @property
+    def none_waiting(self) -> bool:
+        """No claimed job is waiting for a slot."""
+        return self._waiting.empty()
+
+    def unstarted(self) -> list[Job]:
+        """Take every claimed job no slot has started, dropping their records (at shutdown:
+        they are handed back)."""
+        jobs: list[Job] = []
+        while not self._waiting.empty():
+            job = self._waiting.get_nowait()
+            if job is not None:
+                jobs.append(job)
+                self.forget(job.id)
+        return jobs
+
+    def stop_slots(self, count: int) -> None:
+        """Stop ``count`` slots, each once it has run the jobs lined up before."""
+        for _ in range(count):
+            self._waiting.put_nowait(None)
 
     def snapshot(self) -> list[Held]:
         """The records held now; safe to call from any thread."""
@@ -93,7 +127,7 @@ class HeldJobs:
         if held is not None and not held.finished:
             held.finished = True
             self._finished += 1
-        self._room.set()
+        self.room.set()
 
     def forget(self, job_id: JobId) -> None:
         """Drop the job's record, whatever became of it; there is room for another."""
@@ -101,7 +135,7 @@ class HeldJobs:
             held = self._held.pop(job_id, None)
         if held is not None and held.finished:
             self._finished -= 1
-        self._room.set()
+        self.room.set()
 
 
 def job_fields(action: str, job: Job, **more: Any) -> dict[str, Any]:
