@@ -14,9 +14,10 @@ it is a reviewer's checklist, not a parser: it errs towards flagging.
 from __future__ import annotations
 
 import re
-from importlib import resources
 
 import pytest
+
+from tests.support import migration_sql
 
 BIG = ("tickwork.jobs", "tickwork.schedules")
 
@@ -45,23 +46,6 @@ take such locks (an index built CONCURRENTLY outside the migration's transaction
 runner can, each is named here."""
 
 _VOLATILE = re.compile(r"\b(now|clock_timestamp|random|gen_random_uuid|uuid_generate_v4)\s*\(")
-
-
-def _statements(text: str) -> list[str]:
-    """The statements of a migration, comments removed, split outside dollar quotes."""
-    text = re.sub(r"--[^\n]*", "", text)
-    parts, current, quoted = [], [], False
-    for token in re.split(r"(\$\$|;)", text):
-        if token == "$$":
-            quoted = not quoted
-            current.append(token)
-        elif token == ";" and not quoted:
-            parts.append(" ".join("".join(current).split()))
-            current = []
-        else:
-            current.append(token)
-    parts.append(" ".join("".join(current).split()))
-    return [p for p in parts if p]
 
 
 def _locks(statement: str) -> set[str]:
@@ -95,22 +79,15 @@ def _locks(statement: str) -> set[str]:
     return found
 
 
-def _migrations() -> list[tuple[str, str]]:
-    folder = resources.files("tickwork.db").joinpath("migrations")
-    return sorted(
-        (entry.name, entry.read_text()) for entry in folder.iterdir() if entry.name.endswith(".sql")
-    )
-
-
 def _created_in(text: str) -> set[str]:
     return {t for t in BIG if re.search(rf"create table {re.escape(t)}\b", text.lower())}
 
 
 def _found() -> dict[tuple[str, str], list[str]]:
     found: dict[tuple[str, str], list[str]] = {}
-    for name, text in _migrations():
+    for name, text in migration_sql.shipped():
         fresh = _created_in(text)
-        for statement in _statements(text):
+        for statement in migration_sql.statements(text):
             if any(t in statement.lower() for t in fresh):
                 continue  # the table is created in this same migration: empty, no one waits
             for kind in _locks(statement):
@@ -160,4 +137,7 @@ def test_the_lint_flags_what_takes_a_long_lock(statement: str, kinds: set[str]) 
 
 def test_statements_split_outside_dollar_quotes_and_comments() -> None:
     text = "CREATE FUNCTION f() AS $$ SELECT 1; SELECT 2; $$; -- a comment; here\nSELECT 3;"
-    assert _statements(text) == ["CREATE FUNCTION f() AS $$ SELECT 1; SELECT 2; $$", "SELECT 3"]
+    assert migration_sql.statements(text) == [
+        "CREATE FUNCTION f() AS $$ SELECT 1; SELECT 2; $$",
+        "SELECT 3",
+    ]
