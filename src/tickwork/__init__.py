@@ -1,9 +1,5 @@
 """tickwork: recurring and one-off jobs on PostgreSQL, with no leader."""
 
-__version__ = "0.2.0.dev0"
-"""This release's version, as in pyproject.toml (a test checks they agree): what
-``tickwork --version`` prints, even from a checkout whose installed metadata is older."""
-
 from tickwork.app import App
 from tickwork.model import Backoff, Job, JobId, JobStatus
 from tickwork.schedules.definition import (
@@ -13,6 +9,10 @@ from tickwork.schedules.definition import (
     MisfirePolicy,
     ScheduleDefinition,
 )
+
+__version__ = "0.2.0.dev0"
+"""This release's version, as in pyproject.toml (a test checks they agree): what
+``tickwork --version`` prints, even from a checkout whose installed metadata is older."""
 
 __all__ = [
     "App",
