@@ -74,8 +74,9 @@ import servers
 
 import tickwork
 from tickwork.db import migrate
-from tickwork.schedules.definition import JobTemplate, ScheduleDefinition
+from tickwork.schedules.definition import ScheduleDefinition
 from tickwork.schedules.limits import MAX_HISTORY_LIMIT
+from tickwork.schedules.options import JobTemplate
 
 HERE = Path(__file__).resolve().parent
 TICKWORK = Path(sys.executable).parent / "tickwork"

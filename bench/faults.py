@@ -37,7 +37,8 @@ import tickwork
 from tests.db.fault_app import TICK, WORK
 from tests.db.fault_helpers import CutProxy, Fleet, runs
 from tickwork.db import migrate
-from tickwork.schedules.definition import JobTemplate, ScheduleDefinition
+from tickwork.schedules.definition import ScheduleDefinition
+from tickwork.schedules.options import JobTemplate
 
 
 def main() -> None:

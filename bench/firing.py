@@ -57,7 +57,8 @@ import servers
 
 import tickwork
 from tickwork.db import migrate
-from tickwork.schedules.definition import JobTemplate, ScheduleDefinition
+from tickwork.schedules.definition import ScheduleDefinition
+from tickwork.schedules.options import JobTemplate
 from tickwork.settings import WorkerSettings
 from tickwork.worker.runner import Worker
 

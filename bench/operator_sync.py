@@ -2,6 +2,7 @@
 
     python bench/operator_sync.py --schedules 1000
     python bench/operator_sync.py --schedules 5000
+    python bench/operator_sync.py --schedules 5000 --namespaces 50
 
 Runs the real operator (``tickwork operator``, a process of its own, as in a cluster) against
 kmock's Kubernetes emulator (``tests/operator/emulator.py``, served by this process) and a
@@ -10,8 +11,9 @@ default durability).
 Named ``operator_sync.py``, not ``operator.py``: a script's folder comes first on
 ``sys.path``, and a file ``operator.py`` there would shadow the standard library's.
 
-Creates N Schedules in one namespace as fast as the API accepts them (``--concurrency``
-requests in flight), then prints the time until all N are enabled in ``tickwork.schedules``,
+Creates N Schedules as fast as the API accepts them (``--concurrency`` requests in flight),
+in one namespace or spread evenly over ``--namespaces`` (``bench-00``, ``bench-01``, ...), then
+prints the time until all N are enabled in ``tickwork.schedules``,
 the number of sync transactions the operator used (``tickwork_operator_syncs_total``), the
 time until every object shows a status and until every status reports ``Ready=True``, the
 requests the operator sent to the API server per Schedule (status patches, other patches,
@@ -37,6 +39,7 @@ import time
 import urllib.request
 from collections import Counter
 from pathlib import Path
+from typing import IO
 
 import aiohttp.web
 import kmock
@@ -55,11 +58,16 @@ STOP_SECONDS = 30.0
 """The operator's graceful stop may take this long; then it is killed."""
 
 
-def enabled_count(url: str, namespace: str = NAMESPACE) -> int:
+def namespaces(count: int) -> list[str]:
+    """The benchmark's namespaces: ``bench`` alone, or ``bench-00`` ... when there are more."""
+    return [NAMESPACE] if count == 1 else [f"{NAMESPACE}-{i:02d}" for i in range(count)]
+
+
+def enabled_count(url: str, names: list[str]) -> int:
     with psycopg.connect(url) as conn:
         row = conn.execute(
-            "SELECT count(*) FROM tickwork.schedules WHERE namespace = %s AND enabled",
-            (namespace,),
+            "SELECT count(*) FROM tickwork.schedules WHERE namespace = ANY(%s) AND enabled",
+            (names,),
         ).fetchone()
     assert row is not None
     return int(row[0])
@@ -77,12 +85,12 @@ def scrape(port: int) -> dict[str, float]:
     return samples
 
 
-def syncs(samples: dict[str, float]) -> float:
+def syncs(samples: dict[str, float], names: list[str]) -> float:
     return sum(
         value
         for name, value in samples.items()
         if name.startswith("tickwork_operator_syncs_total{")
-        and f'schedule_namespace="{NAMESPACE}"' in name
+        and any(f'schedule_namespace="{namespace}"' in name for namespace in names)
     )
 
 
@@ -109,10 +117,10 @@ VALUES ('bench-fleet', '{default}', '{bench.tick}', %s, 1, 'bench', 0, now(),
 """
 
 
-def add_fleet(url: str) -> None:
+def add_fleet(url: str, names: list[str]) -> None:
     """A worker seen "in the future": live for the whole run, offering the namespaces."""
     with psycopg.connect(url) as conn:
-        conn.execute(_FLEET, ([NAMESPACE, "warm-up"],))
+        conn.execute(_FLEET, ([*names, "warm-up"],))
 
 
 class CountingEmulator(Emulator):
@@ -138,12 +146,13 @@ def free_port() -> int:
         return port
 
 
-def status_count(server: kmock.KubernetesEmulator) -> tuple[int, int]:
-    """Objects of the benchmark's namespace with a Ready condition, and with Ready=True."""
+def status_count(server: kmock.KubernetesEmulator, names: list[str]) -> tuple[int, int]:
+    """Objects of the benchmark's namespaces with a Ready condition, and with Ready=True."""
     resource = kmock.resource(SCHEDULES)
+    wanted = set(names)
     shown = ready = 0
     for (res, namespace, _), obj in list(server.objects.items()):
-        if res != resource or namespace != NAMESPACE or obj.deleted:
+        if res != resource or namespace not in wanted or obj.deleted:
             continue
         conditions = obj.raw.get("status", {}).get("conditions", [])
         found = [c for c in conditions if c["type"] == "Ready"]
@@ -164,12 +173,15 @@ async def create(server: kmock.KubernetesEmulator, namespace: str, i: int) -> No
         assert response.status < 300, await response.text()
 
 
-async def create_all(server: kmock.KubernetesEmulator, count: int, concurrency: int) -> None:
+async def create_all(
+    server: kmock.KubernetesEmulator, count: int, names: list[str], concurrency: int
+) -> None:
+    """``count`` Schedules, dealt round the namespaces in turn."""
     queue = iter(range(count))
 
     async def creator() -> None:
         for i in queue:
-            await create(server, NAMESPACE, i)
+            await create(server, names[i % len(names)], i)
 
     await asyncio.gather(*(creator() for _ in range(concurrency)))
 
@@ -188,7 +200,7 @@ async def wait_for(condition, what: str, *, blocking: bool = True) -> float:  # 
 
 
 def start_operator(
-    url: str, kubeconfig_path: str, port: int, args: argparse.Namespace
+    url: str, kubeconfig_path: str, port: int, args: argparse.Namespace, log: IO[bytes]
 ) -> subprocess.Popen[bytes]:
     """``tickwork operator``, standalone, as its own process."""
     env = {**os.environ, "KUBECONFIG": kubeconfig_path}
@@ -208,35 +220,42 @@ def start_operator(
         "--status-interval",
         str(args.status_interval),
         "--log-level",
-        "warning",
+        args.log_level,
     ]
-    return subprocess.Popen(command, env=env)
+    return subprocess.Popen(command, env=env, stderr=log)
 
 
 async def bench(url: str, args: argparse.Namespace) -> None:
+    with tempfile.TemporaryFile() as log:
+        await run(url, args, log)
+
+
+async def run(url: str, args: argparse.Namespace, log: IO[bytes]) -> None:
     count = args.schedules
+    names = namespaces(args.namespaces)
     async with CountingEmulator() as server, kmock.Server(server):
         prepare(server)
         with tempfile.NamedTemporaryFile("w", suffix=".kubeconfig", delete=False) as config:
             config.write(kubeconfig(str(server.url)))
         port = free_port()
-        operator = start_operator(url, config.name, port, args)
+        operator = start_operator(url, config.name, port, args, log)
         try:
             await create(server, "warm-up", 0)  # synced: the operator's start-up is over
-            await wait_for(lambda: enabled_count(url, "warm-up") == 1, "the warm-up Schedule")
+            await wait_for(lambda: enabled_count(url, ["warm-up"]) == 1, "the warm-up Schedule")
             rss_idle, _ = memory(operator.pid)
+            logged_before = log.tell()
             cpu_idle = cpu_seconds(operator.pid)
             requests_before = Counter(server.counts)
 
             started = time.monotonic()
-            await create_all(server, count, args.concurrency)
+            await create_all(server, count, names, args.concurrency)
             created = time.monotonic()
-            stored = await wait_for(lambda: enabled_count(url) == count, "all in PostgreSQL")
+            stored = await wait_for(lambda: enabled_count(url, names) == count, "all in PostgreSQL")
             shown = await wait_for(
-                lambda: status_count(server)[0] == count, "every status", blocking=False
+                lambda: status_count(server, names)[0] == count, "every status", blocking=False
             )
             ready = await wait_for(
-                lambda: status_count(server)[1] == count,
+                lambda: status_count(server, names)[1] == count,
                 "every status Ready",
                 blocking=False,
             )
@@ -245,6 +264,8 @@ async def bench(url: str, args: argparse.Namespace) -> None:
             rss_end, rss_peak = memory(operator.pid)
             cpu = cpu_seconds(operator.pid) - cpu_idle
             requests = server.counts - requests_before
+            log.seek(logged_before)
+            logged = log.read().count(b"\n")
         finally:
             operator.send_signal(signal.SIGTERM)
             try:
@@ -254,10 +275,10 @@ async def bench(url: str, args: argparse.Namespace) -> None:
                 await asyncio.to_thread(operator.wait)
             os.unlink(config.name)
     mib = 1024 * 1024
-    print(f"schedules created at once:        {count}")
+    print(f"schedules created at once:        {count} in {len(names)} namespace(s)")
     print(f"all create requests answered:      {created - started:.2f} s")
     print(f"all {count} in PostgreSQL:          {stored - started:.2f} s")
-    print(f"sync transactions used:            {syncs(samples):.0f}")
+    print(f"sync transactions used:            {syncs(samples, names):.0f}")
     print(
         f"every object has a status:         {shown - started:.2f} s "
         f"(status interval {args.status_interval:g} s)"
@@ -271,6 +292,7 @@ async def bench(url: str, args: argparse.Namespace) -> None:
     shown = ", ".join(f"{what} {n / count:.2f}" for what, n in writes.items())
     print(f"operator requests per Schedule:    {shown}")
     print(f"operator CPU for the burst:        {cpu:.1f} s (user + system)")
+    print(f"operator log lines for the burst:  {logged} (--log-level {args.log_level})")
     print(
         f"operator RSS:                      {rss_idle / mib:.0f} MiB before the burst, "
         f"{rss_end / mib:.0f} MiB after, peak {rss_peak / mib:.0f} MiB"
@@ -280,13 +302,17 @@ async def bench(url: str, args: argparse.Namespace) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--schedules", type=int, default=1000)
+    parser.add_argument("--namespaces", type=int, default=1, help="spread over this many")
     parser.add_argument("--concurrency", type=int, default=50, help="create requests in flight")
     parser.add_argument("--status-interval", type=float, default=10.0)
+    parser.add_argument(
+        "--log-level", default="info", help="the operator's (its default: what users run)"
+    )
     servers.add_arguments(parser)
     args = parser.parse_args()
     with servers.database_server(args.database_url) as url:
         migrate.apply(url)
-        add_fleet(url)
+        add_fleet(url, namespaces(args.namespaces))
         asyncio.run(bench(url, args))
 
 

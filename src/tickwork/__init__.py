@@ -2,13 +2,8 @@
 
 from tickwork.app import App
 from tickwork.model import Backoff, Job, JobId, JobStatus
-from tickwork.schedules.definition import (
-    ConcurrencyPolicy,
-    IntervalMode,
-    JobTemplate,
-    MisfirePolicy,
-    ScheduleDefinition,
-)
+from tickwork.schedules.definition import ScheduleDefinition
+from tickwork.schedules.options import ConcurrencyPolicy, IntervalMode, JobTemplate, MisfirePolicy
 
 __version__ = "0.2.0.dev0"
 """This release's version, as in pyproject.toml (a test checks they agree): what

@@ -14,17 +14,14 @@ from tickwork import metrics, tracing, transitions
 from tickwork.clock import Clock, DatabaseClock
 from tickwork.db import connections, store
 from tickwork.db import jobs as jobs_db
-from tickwork.db import pauses as pauses_db
-from tickwork.db import schedules as schedules_db
 from tickwork.errors import (
     ConfigurationError,
     InvalidInput,
     InvalidTransition,
     JobNotFound,
-    ScheduleNotFound,
 )
-from tickwork.flow import limiting, limits, pausing
-from tickwork.flow.pauses import Scope
+from tickwork.flow import limits
+from tickwork.flow.controls import FlowControls
 from tickwork.logs import fields as log_fields
 from tickwork.model import (
     DEFAULT_MAX_ATTEMPTS,
@@ -36,10 +33,7 @@ from tickwork.model import (
     JobStatus,
     NewJob,
 )
-from tickwork.schedules import operations
-from tickwork.schedules import sync as schedule_sync
-from tickwork.schedules.definition import ScheduleDefinition
-from tickwork.schedules.sync import SyncReport
+from tickwork.schedules.controls import ScheduleControls
 from tickwork.tasks import DeadHook, Registry, Task, TaskFunction, check_job_fields
 
 T = TypeVar("T")
@@ -74,7 +68,7 @@ class JobFields(TypedDict, total=False):
     """How many jobs of ``concurrency_key`` may run at once (1 to 10,000); default 1."""
 
 
-class App:
+class App(FlowControls, ScheduleControls):
     """Tasks plus a database: ``App(database_url)``; the URL defaults to
     ``$TICKWORK_DATABASE_URL``. Connections are opened on first use."""
 
@@ -449,215 +443,6 @@ class App:
     ) -> None:
         """Release a delayed job immediately; audited."""
         self._act(transitions.JobAction.RUN_NOW, job_id, actor, reason, request_id)
-
-    # --- pause and resume (tickwork.flow) ------------------------------------------------
-
-    def _pausing(
-        self,
-        act: Callable[..., transitions.Outcome],
-        scope: Scope,
-        name: str,
-        actor: str,
-        reason: str | None,
-        request_id: str | None,
-    ) -> transitions.Outcome:
-        who = Actor(actor, reason, request_id)
-        with self.connection() as conn:
-            return act(conn, scope, name, who, self.clock.now())
-
-    def pause_queue(
-        self,
-        queue: str,
-        *,
-        actor: str = "api",
-        reason: str | None = None,
-        request_id: str | None = None,
-    ) -> transitions.Outcome:
-        """Pause ``queue`` fleet-wide; audited. No claim that starts after this commits takes
-        its jobs (they wait, holding back no other queue); its running jobs finish. Pausing a
-        paused queue changes nothing (``changed`` is False). Persisted until resumed."""
-        return self._pausing(pausing.pause, Scope.QUEUE, queue, actor, reason, request_id)
-
-    def resume_queue(
-        self,
-        queue: str,
-        *,
-        actor: str = "api",
-        reason: str | None = None,
-        request_id: str | None = None,
-    ) -> transitions.Outcome:
-        """Resume ``queue``; audited; its workers are woken at commit."""
-        return self._pausing(pausing.resume, Scope.QUEUE, queue, actor, reason, request_id)
-
-    def pause_namespace(
-        self,
-        namespace: str,
-        *,
-        actor: str = "api",
-        reason: str | None = None,
-        request_id: str | None = None,
-    ) -> transitions.Outcome:
-        """Pause the schedule namespace ``namespace``; audited. Its schedules fire nothing
-        while paused, as if suspended (their definitions are not changed); jobs they created
-        before still run (pause their queue to hold those). InvalidInput for a namespace that
-        has never been synced."""
-        return self._pausing(pausing.pause, Scope.NAMESPACE, namespace, actor, reason, request_id)
-
-    def resume_namespace(
-        self,
-        namespace: str,
-        *,
-        actor: str = "api",
-        reason: str | None = None,
-        request_id: str | None = None,
-    ) -> transitions.Outcome:
-        """Resume the schedule namespace; audited. The occurrences its schedules missed while
-        paused are decided by each one's misfire policy, as after a suspend."""
-        return self._pausing(pausing.resume, Scope.NAMESPACE, namespace, actor, reason, request_id)
-
-    def list_pauses(self) -> list[pauses_db.PauseRow]:
-        """The paused queues and schedule namespaces."""
-        return self._run(pauses_db.list_pauses())
-
-    # --- concurrency and rate limits (tickwork.flow) --------------------------------------
-
-    def set_limit(
-        self,
-        scope: str,
-        name: str,
-        *,
-        max_running: int | None = None,
-        rate: str | limits.Rate | None = None,
-        rate_key: str | None = None,
-        weight: int | None = None,
-        actor: str = "api",
-        reason: str | None = None,
-        request_id: str | None = None,
-    ) -> transitions.Outcome:
-        """Limit a ``"queue"``, ``"kind"`` or schedule ``"namespace"`` fleet-wide; audited.
-        ``max_running``: at most that many of its jobs run at once; ``rate``: at most so many
-        starts per period (``"100/min"``, ``"10/s"``, ``"50/10s"``), per value of the payload
-        field ``rate_key`` when given; ``weight`` (a namespace): its share in fair claiming.
-        Replaces the group's rule; docs/flow-control.md says how rules combine."""
-        rule = limits.Rule(
-            limits.scope_of(scope),
-            name,
-            max_running,
-            limits.Rate.parse(rate) if isinstance(rate, str) else rate,
-            rate_key,
-            weight,
-        )
-        who = Actor(actor, reason, request_id)
-        with self.connection() as conn:
-            return limiting.set_rule(conn, rule, who, self.clock.now())
-
-    def remove_limit(
-        self,
-        scope: str,
-        name: str,
-        *,
-        actor: str = "api",
-        reason: str | None = None,
-        request_id: str | None = None,
-    ) -> transitions.Outcome:
-        """Remove the rule of a queue, kind or schedule namespace; audited."""
-        which = limits.scope_of(scope)
-        who = Actor(actor, reason, request_id)
-        with self.connection() as conn:
-            return limiting.remove_rule(conn, which, name, who, self.clock.now())
-
-    def list_limits(self, scope: str | None = None) -> list[limiting.StoredRule]:
-        """The rules, with their groups' running jobs and their rates' recent starts."""
-        which = limits.scope_of(scope) if scope is not None else None
-        with self.connection() as conn:
-            return limiting.list_rules(conn, which, self.clock.now())
-
-    # --- schedules ---------------------------------------------------------------------
-    # Desired-state sync, the revision-fenced single fire, backfill, manual trigger and the
-    # listing. The firing loop itself is tickwork.maintenance.firing, run by the worker.
-
-    def sync_schedules(
-        self,
-        namespace: str,
-        definitions: Sequence[ScheduleDefinition],
-        *,
-        prune: bool = True,
-        owner: str = "tickwork",
-        take_over: bool = False,
-        dry_run: bool = False,
-    ) -> SyncReport:
-        """Make ``namespace`` hold exactly ``definitions`` (with ``prune``, the others are
-        disabled). All validated first; one transaction; ``dry_run`` reports and writes nothing.
-        Another owner's namespace is refused (NamespaceOwned) unless ``take_over``."""
-        with self.connection() as conn:
-            return schedule_sync.sync(
-                conn,
-                namespace,
-                definitions,
-                prune=prune,
-                owner=owner,
-                take_over=take_over,
-                dry_run=dry_run,
-                now=self.clock.now(),
-            )
-
-    def list_schedules(self, namespace: str | None = None) -> list[schedules_db.ScheduleRow]:
-        """Every schedule (of ``namespace``), enabled or not, by namespace and name."""
-        return self._run(schedules_db.list_schedules(namespace))
-
-    def get_schedule(self, namespace: str, name: str) -> schedules_db.ScheduleRow:
-        rows = self._run(schedules_db.list_schedules(namespace, name))
-        if not rows:
-            raise ScheduleNotFound(f"no schedule {name!r} in namespace {namespace!r}")
-        return rows[0]
-
-    def fire_schedule(
-        self, namespace: str, name: str, revision: int, occurrence_at: datetime
-    ) -> JobId | None:
-        """Create the job of one occurrence, only if the schedule is enabled and still at
-        ``revision``; None otherwise, or when the occurrence has its job already. Misfire and
-        overlap policies do not apply; ``occurrence_at`` must be an occurrence of the schedule."""
-        with self.connection() as conn:
-            return operations.fire(conn, namespace, name, revision, occurrence_at, self.clock.now())
-
-    def backfill(
-        self,
-        namespace: str,
-        name: str,
-        start: datetime,
-        end: datetime,
-        *,
-        actor: str = "api",
-        reason: str | None = None,
-        request_id: str | None = None,
-    ) -> operations.BackfillReport:
-        """Create the jobs of every occurrence in [``start``, ``end``] that has none yet;
-        twice creates nothing twice. Audited. The misfire policy does not apply; the overlap
-        policy does: under Forbid, BufferOne and Replace they run one at a time, oldest first
-        (:func:`tickwork.schedules.policies.backfill_jobs`), under Allow side by side.
-        Refuses a range in the future or holding more than ``operations.MAX_BACKFILL``
-        (1,000) occurrences (InvalidInput naming their number), and FixedDelay schedules."""
-        who = Actor(actor, reason, request_id)
-        with self.connection() as conn:
-            return operations.backfill(conn, namespace, name, start, end, who, self.clock.now())
-
-    def trigger(
-        self,
-        namespace: str,
-        name: str,
-        *,
-        actor: str,
-        reason: str | None = None,
-        request_id: str | None = None,
-    ) -> JobId:
-        """One job of the schedule now, outside its timetable (no occurrence); audited.
-        Works while suspended; refused for a disabled schedule. A ``request_id`` already used
-        for this schedule returns that earlier job and creates nothing."""
-        who = Actor(actor, reason, request_id)
-        with self.connection() as conn:
-            outcome = operations.trigger(conn, namespace, name, who, self.clock.now())
-        assert outcome.job_id is not None  # a trigger, replayed or not, names its job
-        return outcome.job_id
 
 
 def _created(result: jobs_db.Enqueued | None) -> bool:

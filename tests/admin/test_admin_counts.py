@@ -31,7 +31,8 @@ from tests.support.helpers import (
     wait_until,
 )
 from tickwork.clock import SettableClock
-from tickwork.schedules.definition import JobTemplate, ScheduleDefinition
+from tickwork.schedules.definition import ScheduleDefinition
+from tickwork.schedules.options import JobTemplate
 
 NS, NAME = "billing", "tick"
 RUNS = 500

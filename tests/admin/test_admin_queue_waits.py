@@ -68,7 +68,7 @@ async def test_waiting_jobs_per_namespace_and_oldest_wait(
     response = await client.get("/", headers=VIEWER)
     page = await response.text()
     assert "Waiting jobs per schedule namespace" in page
-    assert pages.NO_NAMESPACE in page and "11m 40s" in page  # the no-namespace job, 700 s
+    assert pages.layout.NO_NAMESPACE in page and "11m 40s" in page  # the no-namespace job, 700 s
 
 
 async def test_a_scoped_viewer_sees_only_its_namespace(client: TestClient, world: None) -> None:
@@ -77,7 +77,7 @@ async def test_a_scoped_viewer_sees_only_its_namespace(client: TestClient, world
         ("default", "team-a", False): (2, 300.0),
     }
     page = await (await client.get("/", headers=TEAM_A)).text()
-    assert "team-b" not in page and pages.NO_NAMESPACE not in page
+    assert "team-b" not in page and pages.layout.NO_NAMESPACE not in page
 
 
 @pytest.mark.parametrize(
@@ -85,4 +85,4 @@ async def test_a_scoped_viewer_sees_only_its_namespace(client: TestClient, world
     [(0, "0s"), (45.9, "45s"), (185, "3m 05s"), (7210, "2h 00m 10s"), (273600, "3d 4h 00m 00s")],
 )
 def test_a_wait_reads_to_the_second(seconds: float, shown: str) -> None:
-    assert pages.wait(seconds) == shown
+    assert pages.layout.wait(seconds) == shown

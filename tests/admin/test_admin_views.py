@@ -19,7 +19,7 @@ from tests.support.schedule_helpers import every
 from tickwork.admin.settings import AdminSettings
 from tickwork.clock import SettableClock
 from tickwork.maintenance import firing
-from tickwork.schedules.definition import IntervalMode
+from tickwork.schedules.options import IntervalMode
 
 PAGE_SIZE = 3
 

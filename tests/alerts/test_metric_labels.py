@@ -23,7 +23,7 @@ from tickwork import metrics
 from tickwork.clock import SettableClock
 from tickwork.http import ProbeServer, database_readiness
 from tickwork.maintenance import firing
-from tickwork.schedules.definition import JobTemplate
+from tickwork.schedules.options import JobTemplate
 from tickwork.worker.runner import Worker
 
 NS = "labels-ns"

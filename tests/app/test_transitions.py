@@ -19,7 +19,7 @@ from tickwork.db import jobs as jobs_db
 from tickwork.db import store
 from tickwork.errors import InvalidTransition, JobNotFound
 from tickwork.model import Actor
-from tickwork.schedules.definition import IntervalMode
+from tickwork.schedules.options import IntervalMode
 
 ALICE = Actor("alice", "tidy up", "req-1")
 

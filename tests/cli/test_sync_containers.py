@@ -16,7 +16,7 @@ from tests.cli.test_cli import ok, one_line_error, tickwork_cmd
 from tests.cli.test_schedules_cli import counts, write
 from tickwork import devmode
 from tickwork.schedules import container_jobs
-from tickwork.schedules.definition import TARGET_FIELD
+from tickwork.schedules.stored import TARGET_FIELD
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "schedules" / "container.yaml"
 

@@ -36,7 +36,8 @@ from tickwork.schedules.container_jobs import (
     ContainerJob,
     job_name,
 )
-from tickwork.schedules.definition import ConcurrencyPolicy, JobTemplate, ScheduleDefinition
+from tickwork.schedules.definition import ScheduleDefinition
+from tickwork.schedules.options import ConcurrencyPolicy, JobTemplate
 from tickwork.worker.runner import Worker
 
 TEMPLATE: dict[str, Any] = {

@@ -28,7 +28,8 @@ from tests.containers.conftest import NAMESPACE
 from tests.containers.test_container_jobs import NO_DELAY, payload, wait_job, wait_watching
 from tests.support.helpers import wait_status, wait_until
 from tickwork.schedules.container_jobs import KIND, LABEL_JOB_ID, job_name
-from tickwork.schedules.definition import JobTemplate, ScheduleDefinition
+from tickwork.schedules.definition import ScheduleDefinition
+from tickwork.schedules.options import JobTemplate
 
 TICKWORK = str(Path(sys.executable).parent / "tickwork")
 ROOT = Path(__file__).resolve().parents[2]

@@ -31,7 +31,8 @@ from tickwork.clock import SettableClock
 from tickwork.db import connections, migrate
 from tickwork.db.embedded import EmbeddedPostgres, find_bindir
 from tickwork.maintenance import firing
-from tickwork.schedules.definition import JobTemplate, ScheduleDefinition
+from tickwork.schedules.definition import ScheduleDefinition
+from tickwork.schedules.options import JobTemplate
 
 JOBS = 300
 FAULT_SECONDS = 10.0

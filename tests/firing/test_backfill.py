@@ -28,8 +28,8 @@ from tickwork.clock import SettableClock
 from tickwork.db import jobs as jobs_db
 from tickwork.db import store
 from tickwork.errors import InvalidInput, InvalidTransition, ScheduleNotFound
-from tickwork.schedules.definition import ConcurrencyPolicy, IntervalMode, JobTemplate
 from tickwork.schedules.operations import MAX_BACKFILL, BackfillReport
+from tickwork.schedules.options import ConcurrencyPolicy, IntervalMode, JobTemplate
 
 
 def _audit(conn: psycopg.Connection[Any]) -> list[dict[str, Any]]:

@@ -19,12 +19,12 @@ from tickwork.db import store
 from tickwork.model import Job
 from tickwork.schedules import container_jobs, policies
 from tickwork.schedules.container_jobs import ContainerJob
-from tickwork.schedules.definition import (
+from tickwork.schedules.definition import ScheduleDefinition
+from tickwork.schedules.options import (
     ConcurrencyPolicy,
     ContainerTemplate,
     JobTemplate,
     MisfirePolicy,
-    ScheduleDefinition,
 )
 
 TEMPLATE: dict[str, Any] = {

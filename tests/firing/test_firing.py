@@ -40,7 +40,8 @@ from tickwork.db import store
 from tickwork.maintenance import firing
 from tickwork.model import Backoff, JobId
 from tickwork.schedules import policies
-from tickwork.schedules.definition import IntervalMode, JobTemplate, ScheduleDefinition
+from tickwork.schedules.definition import ScheduleDefinition
+from tickwork.schedules.options import IntervalMode, JobTemplate
 from tickwork.worker.runner import Worker
 
 

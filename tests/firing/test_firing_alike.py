@@ -24,13 +24,8 @@ from tests.firing.test_container_firing import container
 from tests.support.schedule_helpers import at, cron, every
 from tickwork.clock import SettableClock
 from tickwork.maintenance import firing
-from tickwork.schedules.definition import (
-    ConcurrencyPolicy,
-    IntervalMode,
-    JobTemplate,
-    MisfirePolicy,
-    ScheduleDefinition,
-)
+from tickwork.schedules.definition import ScheduleDefinition
+from tickwork.schedules.options import ConcurrencyPolicy, IntervalMode, JobTemplate, MisfirePolicy
 
 VARIANTS: dict[str, Callable[[str], ScheduleDefinition]] = {
     "every": lambda name: every(name, 60),

@@ -32,7 +32,8 @@ from tests.operator.harness import Cluster, OperatorFactory, row
 from tests.support.helpers import free_port, scalar, wait_until, wait_until_sync
 from tests.support.schedule_helpers import cron, every
 from tickwork.maintenance import firing
-from tickwork.schedules.definition import JobTemplate, ScheduleDefinition
+from tickwork.schedules.definition import ScheduleDefinition
+from tickwork.schedules.options import JobTemplate
 
 BAD, GOOD = "bad", "good"
 KIND = "iso.tick"  # served by nobody: the jobs stay available, only firing is under test

@@ -14,7 +14,7 @@ from tickwork.clock import SettableClock
 from tickwork.db import jobs as jobs_db
 from tickwork.db import store
 from tickwork.model import Job
-from tickwork.schedules.definition import ConcurrencyPolicy, MisfirePolicy
+from tickwork.schedules.options import ConcurrencyPolicy, MisfirePolicy
 
 
 def _claim(conn: psycopg.Connection[Any], now_seconds: float) -> list[Job]:

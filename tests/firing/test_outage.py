@@ -21,7 +21,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import tickwork
 from tests.support.helpers import free_port, wait_until_sync
-from tickwork.schedules.definition import JobTemplate, MisfirePolicy, ScheduleDefinition
+from tickwork.schedules.definition import ScheduleDefinition
+from tickwork.schedules.options import JobTemplate, MisfirePolicy
 
 NS = "team"
 TICKWORK = str(Path(sys.executable).with_name("tickwork"))

@@ -32,7 +32,7 @@ from tests.support.schedule_helpers import (
 )
 from tickwork.clock import SettableClock
 from tickwork.db.queries import QUERIES
-from tickwork.schedules.definition import JobTemplate
+from tickwork.schedules.options import JobTemplate
 
 Start = Any
 

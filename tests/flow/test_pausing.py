@@ -17,7 +17,7 @@ from tickwork.clock import SettableClock
 from tickwork.db import schedules as schedules_db
 from tickwork.db import store
 from tickwork.errors import InvalidInput
-from tickwork.schedules.definition import MisfirePolicy
+from tickwork.schedules.options import MisfirePolicy
 
 KIND = "t.pause"
 

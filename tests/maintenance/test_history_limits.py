@@ -31,7 +31,8 @@ from tickwork.db import migrate, store
 from tickwork.db.queries import QUERIES
 from tickwork.maintenance.retention import Retention, RetentionConfig
 from tickwork.model import JobId, JobStatus
-from tickwork.schedules.definition import JobTemplate, ScheduleDefinition
+from tickwork.schedules.definition import ScheduleDefinition
+from tickwork.schedules.options import JobTemplate
 
 KIND = "h.job"
 LATER = "h.later"

@@ -15,12 +15,8 @@ from tickwork.maintenance import claim_floors, duties, gauges, leases, retention
 from tickwork.maintenance.firing import planner
 from tickwork.maintenance.firing.config import FiringConfig
 from tickwork.schedules import occurrences
-from tickwork.schedules.definition import (
-    IntervalMode,
-    JobTemplate,
-    MisfirePolicy,
-    ScheduleDefinition,
-)
+from tickwork.schedules.definition import ScheduleDefinition
+from tickwork.schedules.options import IntervalMode, JobTemplate, MisfirePolicy
 from tickwork.settings import WorkerSettings
 from tickwork.worker.deaths import PendingHooksConfig
 

@@ -20,7 +20,7 @@ from tests.support.helpers import at, running, settings, wait_status
 from tests.support.schedule_helpers import every, fire
 from tickwork.clock import SettableClock
 from tickwork.logs import KeyValueFormatter
-from tickwork.schedules.definition import JobTemplate, MisfirePolicy
+from tickwork.schedules.options import JobTemplate, MisfirePolicy
 from tickwork.worker.runner import Worker
 
 SECRET = "payload-secret-4711"

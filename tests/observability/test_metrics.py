@@ -30,11 +30,7 @@ from tickwork import metrics
 from tickwork.clock import SettableClock
 from tickwork.http import ProbeServer, database_readiness
 from tickwork.maintenance import firing, gauges
-from tickwork.schedules.definition import (
-    ConcurrencyPolicy,
-    JobTemplate,
-    MisfirePolicy,
-)
+from tickwork.schedules.options import ConcurrencyPolicy, JobTemplate, MisfirePolicy
 from tickwork.worker.runner import Worker
 
 NS = "metrics-ns"

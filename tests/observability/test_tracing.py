@@ -27,7 +27,7 @@ import tickwork
 from tests.support.helpers import at, job_row, running, settings, wait_status, wait_until
 from tests.support.schedule_helpers import NS, every, fire
 from tickwork.clock import SettableClock
-from tickwork.schedules.definition import JobTemplate
+from tickwork.schedules.options import JobTemplate
 from tickwork.worker.runner import Worker
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,12 +11,9 @@ from typing import Any
 import pytest
 
 from tickwork.schedules import policies
-from tickwork.schedules.definition import (
-    ConcurrencyPolicy,
-    DefinitionError,
-    JobTemplate,
-    ScheduleDefinition,
-)
+from tickwork.schedules.checks import DefinitionError
+from tickwork.schedules.definition import ScheduleDefinition
+from tickwork.schedules.options import ConcurrencyPolicy, JobTemplate
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

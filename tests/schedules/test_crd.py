@@ -21,16 +21,16 @@ from tickwork.model import Backoff, JobId, JobStatus
 from tickwork.operator import status as operator_status
 from tickwork.operator.translate import translate
 from tickwork.schedules import limits
-from tickwork.schedules.definition import (
-    MAX_INT,
+from tickwork.schedules.definition import ScheduleDefinition
+from tickwork.schedules.limits import MAX_INT
+from tickwork.schedules.manifests import ManifestError, load_documents, load_path
+from tickwork.schedules.options import (
     ConcurrencyPolicy,
     ContainerTemplate,
     IntervalMode,
     JobTemplate,
     MisfirePolicy,
-    ScheduleDefinition,
 )
-from tickwork.schedules.manifests import ManifestError, load_documents, load_path
 
 ROOT = Path(__file__).resolve().parents[2]
 CRDS = ROOT / "crds"

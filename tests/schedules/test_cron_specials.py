@@ -34,7 +34,8 @@ from croniter import croniter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tickwork.schedules.definition import DefinitionError, JobTemplate, ScheduleDefinition
+from tickwork.schedules.checks import DefinitionError
+from tickwork.schedules.definition import ScheduleDefinition
 from tickwork.schedules.occurrences import (
     CronTimetable,
     InvalidExpression,
@@ -42,6 +43,7 @@ from tickwork.schedules.occurrences import (
     occurrences_between,
     preview,
 )
+from tickwork.schedules.options import JobTemplate
 
 UTC_ZONE = load_zone("UTC")
 

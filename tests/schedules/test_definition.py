@@ -13,21 +13,20 @@ import pytest
 from tests.schedules import limit_helpers
 from tickwork.errors import InvalidInput, TickworkError
 from tickwork.model import Backoff
-from tickwork.schedules import definition as definition_module
+from tickwork.schedules import checks as checks_module
 from tickwork.schedules import limits, occurrences
-from tickwork.schedules.definition import (
-    MAX_INT,
+from tickwork.schedules.checks import DefinitionError
+from tickwork.schedules.checks import shown as definition_shown
+from tickwork.schedules.definition import ScheduleDefinition, validate_all
+from tickwork.schedules.limits import MAX_INT
+from tickwork.schedules.options import (
     ConcurrencyPolicy,
-    DefinitionError,
     IntervalMode,
     JobTemplate,
     MisfirePolicy,
     PendingJobsOnDelete,
-    ScheduleDefinition,
-    format_duration,
-    validate_all,
 )
-from tickwork.schedules.definition import shown as definition_shown
+from tickwork.schedules.stored import format_duration
 
 NAMESPACE = "billing"
 
@@ -728,5 +727,5 @@ def test_the_spec_must_be_a_mapping(spec: Any) -> None:
 def test_a_reason_quoting_a_long_value_is_cut_short() -> None:
     error = invalid(cron(schedule="a" * limits.MAX_SCHEDULE_LENGTH))
     assert error.field == "spec.schedule"
-    assert len(error.reason) == definition_module.MAX_REASON_LENGTH
+    assert len(error.reason) == checks_module.MAX_REASON_LENGTH
     assert error.reason.endswith("...")

@@ -21,12 +21,8 @@ from tests.support.schedule_helpers import KIND, NS, at, every, fire, schedule
 from tickwork.clock import SettableClock
 from tickwork.db import jobs as jobs_db
 from tickwork.db import store
-from tickwork.schedules.definition import (
-    DefinitionError,
-    IntervalMode,
-    JobTemplate,
-    PendingJobsOnDelete,
-)
+from tickwork.schedules.checks import DefinitionError
+from tickwork.schedules.options import IntervalMode, JobTemplate, PendingJobsOnDelete
 from tickwork.schedules.sync import AUDITED_JOB_IDS, SyncReport
 
 OTHER_NS = "other"

@@ -23,15 +23,11 @@ from hypothesis import strategies as st
 from tests.schedules.test_crd import EXAMPLES, openapi_schema, schema_errors, to_json_schema
 from tickwork.operator.translate import translate
 from tickwork.schedules import container_jobs, limits
-from tickwork.schedules.definition import (
-    TARGET_FIELD,
-    ContainerTemplate,
-    DefinitionError,
-    JobTemplate,
-    ScheduleDefinition,
-    stored_kind,
-)
+from tickwork.schedules.checks import DefinitionError
+from tickwork.schedules.definition import ScheduleDefinition
 from tickwork.schedules.manifests import ManifestError, load_documents, load_path
+from tickwork.schedules.options import ContainerTemplate, JobTemplate
+from tickwork.schedules.stored import TARGET_FIELD, stored_kind
 
 TEMPLATE: dict[str, Any] = {
     "metadata": {"labels": {"team": "data"}, "annotations": {"example.com/note": "x"}},

@@ -28,7 +28,9 @@ from tests.schedules import limit_helpers, limit_strategies
 from tickwork.clock import SettableClock
 from tickwork.maintenance import firing
 from tickwork.schedules import limits
-from tickwork.schedules.definition import JobTemplate, ScheduleDefinition, limit_problem
+from tickwork.schedules.checks import limit_problem
+from tickwork.schedules.definition import ScheduleDefinition
+from tickwork.schedules.options import JobTemplate
 
 HOSTILE = "hostile"
 NEIGHBOUR = "neighbour"

@@ -13,9 +13,6 @@ import yaml
 
 from tests.support.schedule_helpers import NIGHTLY_DEFINITION
 from tickwork.errors import TickworkError
-from tickwork.schedules.definition import (
-    IntervalMode,
-)
 from tickwork.schedules.manifests import (
     MAX_FILE_BYTES,
     ManifestError,
@@ -23,6 +20,7 @@ from tickwork.schedules.manifests import (
     load_path,
     target_namespace,
 )
+from tickwork.schedules.options import IntervalMode
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD_PATH = ROOT / "crds" / "schedules.tickwork.io.yaml"

@@ -10,12 +10,8 @@ import pytest
 
 from tickwork.model import Backoff, OpenJobs
 from tickwork.schedules import policies
-from tickwork.schedules.definition import (
-    ConcurrencyPolicy,
-    JobTemplate,
-    MisfirePolicy,
-    ScheduleDefinition,
-)
+from tickwork.schedules.definition import ScheduleDefinition
+from tickwork.schedules.options import ConcurrencyPolicy, JobTemplate, MisfirePolicy
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 SKIP, LATEST, CATCH_UP = MisfirePolicy.SKIP, MisfirePolicy.LATEST, MisfirePolicy.CATCH_UP

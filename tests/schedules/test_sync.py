@@ -13,7 +13,8 @@ import tickwork
 from tests.support.schedule_helpers import NS, at, cron, every, jobs, schedule
 from tickwork.clock import SettableClock
 from tickwork.errors import InvalidInput, NamespaceOwned, ScheduleNotFound
-from tickwork.schedules.definition import DefinitionError, IntervalMode, JobTemplate
+from tickwork.schedules.checks import DefinitionError
+from tickwork.schedules.options import IntervalMode, JobTemplate
 from tickwork.schedules.sync import SyncReport
 
 

@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 
 from tests.schedules.test_crd import CRDS, to_json_schema
 from tickwork.schedules.container_policy import ContainerRules
-from tickwork.schedules.definition import JobTemplate, ScheduleDefinition
+from tickwork.schedules.definition import ScheduleDefinition
+from tickwork.schedules.options import JobTemplate
 from tickwork.schedules.tenancy import (
     NAMESPACE_NOT_ALLOWED,
     POLICY_VIOLATION,

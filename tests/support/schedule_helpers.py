@@ -17,12 +17,8 @@ import tickwork
 from tests.support.helpers import T0
 from tickwork.maintenance import firing
 from tickwork.model import Backoff
-from tickwork.schedules.definition import (
-    ConcurrencyPolicy,
-    JobTemplate,
-    MisfirePolicy,
-    ScheduleDefinition,
-)
+from tickwork.schedules.definition import ScheduleDefinition
+from tickwork.schedules.options import ConcurrencyPolicy, JobTemplate, MisfirePolicy
 from tickwork.settings import WorkerSettings
 from tickwork.worker.runner import Worker
 

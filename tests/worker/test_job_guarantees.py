@@ -27,7 +27,8 @@ from psycopg.rows import dict_row
 import tickwork
 from tests.support.helpers import wait_until_sync
 from tests.worker.guarantee_app import CLEANUP_SECONDS, HOLD, ORPHAN, QUICK
-from tickwork.schedules.definition import JobTemplate, ScheduleDefinition
+from tickwork.schedules.definition import ScheduleDefinition
+from tickwork.schedules.options import JobTemplate
 from tickwork.schedules.policies import ConcurrencyPolicy
 
 TICKWORK = str(Path(sys.executable).parent / "tickwork")

@@ -27,7 +27,8 @@ from tests.support.helpers import (
     spawned_workers,
     wait_until_sync,
 )
-from tickwork.schedules.definition import ConcurrencyPolicy, JobTemplate, ScheduleDefinition
+from tickwork.schedules.definition import ScheduleDefinition
+from tickwork.schedules.options import ConcurrencyPolicy, JobTemplate
 
 
 @pytest.fixture

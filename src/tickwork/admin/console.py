@@ -185,9 +185,9 @@ class Console:
             return lambda token: False
         return lambda token: self.sessions.check_csrf(session, token)
 
-    def context(self, identity: Identity, flash: str | None = None) -> pages.Context:
+    def context(self, identity: Identity, flash: str | None = None) -> pages.layout.Context:
         token = self.sessions.csrf_token(identity.session) if identity.session else ""
-        return pages.Context(
+        return pages.layout.Context(
             identity.name, identity.role, token, inputs.new_request_id(), flash, identity.namespaces
         )
 

@@ -25,7 +25,8 @@ from tickwork.errors import JobNotFound, ScheduleNotFound
 from tickwork.flow import limiting
 from tickwork.model import Job
 from tickwork.schedules import occurrences
-from tickwork.schedules.definition import HistoryLimits, IntervalMode, stored_history_limits
+from tickwork.schedules.options import HistoryLimits, IntervalMode
+from tickwork.schedules.stored import stored_history_limits
 from tickwork.transitions import job_target
 
 ERROR_CHARS = 300

@@ -52,7 +52,7 @@ def problem(
         return web.json_response({"error": message}, status=status, headers=headers)
     identity = request.get(IDENTITY)
     ctx = request.app[CONSOLE].context(identity) if identity else None
-    return views.page(pages.error(ctx, status, message), status, headers)
+    return views.page(pages.layout.error(ctx, status, message), status, headers)
 
 
 @web.middleware

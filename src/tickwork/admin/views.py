@@ -35,8 +35,8 @@ def _scope(request: web.Request) -> admin_db.Scope:
     return request[IDENTITY].namespaces
 
 
-def _context(request: web.Request) -> pages.Context:
-    flash = pages.FLASH.get(request.query.get("flash", ""))
+def _context(request: web.Request) -> pages.layout.Context:
+    flash = pages.layout.FLASH.get(request.query.get("flash", ""))
     return _console(request).context(request[IDENTITY], flash)
 
 
@@ -48,7 +48,7 @@ async def overview(request: web.Request) -> web.Response:
             conn, console.settings, now, scope, queue=queue, namespace=namespace
         )
     )
-    return page(pages.overview(_context(request), data))
+    return page(pages.overview.overview(_context(request), data))
 
 
 async def schedules(request: web.Request) -> web.Response:
@@ -60,7 +60,7 @@ async def schedules(request: web.Request) -> web.Response:
             conn, console.settings, now, namespace=namespace, after=after, scope=scope
         )
     )
-    return page(pages.schedules(_context(request), data))
+    return page(pages.schedules.schedules(_context(request), data))
 
 
 async def schedule(request: web.Request) -> web.Response:
@@ -69,7 +69,7 @@ async def schedule(request: web.Request) -> web.Response:
     data = await console.run(
         lambda conn, now: reads.schedule(conn, console.settings, now, namespace, name, scope)
     )
-    return page(pages.schedule(_context(request), data))
+    return page(pages.schedules.schedule(_context(request), data))
 
 
 async def jobs(request: web.Request) -> web.Response:
@@ -81,7 +81,7 @@ async def jobs(request: web.Request) -> web.Response:
             conn, console.settings, now, where=where, before=before, scope=scope
         )
     )
-    return page(pages.jobs(_context(request), data))
+    return page(pages.jobs.jobs(_context(request), data))
 
 
 async def job(request: web.Request) -> web.Response:
@@ -90,7 +90,7 @@ async def job(request: web.Request) -> web.Response:
     data = await console.run(
         lambda conn, now: reads.job(conn, console.settings, now, job_id, scope)
     )
-    return page(pages.job(_context(request), data))
+    return page(pages.jobs.job(_context(request), data))
 
 
 async def audit(request: web.Request) -> web.Response:
@@ -99,7 +99,7 @@ async def audit(request: web.Request) -> web.Response:
     data = await console.run(
         lambda conn, now: reads.audit(conn, console.settings, before=before, scope=scope)
     )
-    return page(pages.audit(_context(request), data))
+    return page(pages.audit.audit(_context(request), data))
 
 
 # --- actions ----------------------------------------------------------------------------------
@@ -206,7 +206,7 @@ def _login_page(
     # One token per browser, kept across loads: two login pages open (or a favicon request
     # sent through the login) must not invalidate each other's form.
     token = request.cookies.get(LOGIN_COOKIE) or secrets.token_urlsafe(18)
-    response = page(pages.login(error, next_path, token), status)
+    response = page(pages.login.login(error, next_path, token), status)
     response.set_cookie(
         LOGIN_COOKIE,
         token,

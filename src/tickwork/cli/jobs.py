@@ -16,7 +16,7 @@ from tickwork.db import store
 from tickwork.db import workers as workers_db
 from tickwork.errors import InvalidInput, UnknownTask
 from tickwork.model import DEFAULT_QUEUE, JobStatus
-from tickwork.schedules.definition import check_payload
+from tickwork.schedules.checks import check_payload
 from tickwork.settings import WorkerSettings
 from tickwork.tasks import check_job_fields
 

@@ -26,7 +26,7 @@ from tickwork.db.job_counts import RunCounts
 from tickwork.db.schedules import ScheduleRow
 from tickwork.errors import InvalidInput
 from tickwork.schedules import manifests, occurrences, operations, tenancy
-from tickwork.schedules.definition import stored_history_limits
+from tickwork.schedules.stored import stored_history_limits
 from tickwork.schedules.sync import SyncReport
 from tickwork.settings import add_arguments
 from tickwork.settings.sync import SyncSettings

@@ -15,8 +15,8 @@ import logging
 import re
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
-from contextlib import contextmanager
-from typing import Any, TypeAlias
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any, Protocol, TypeAlias
 
 import psycopg
 import psycopg.errors
@@ -24,6 +24,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
+from tickwork.clock import Clock
 from tickwork.errors import MIGRATE_HINT, ConfigurationError, DatabaseUnavailable, SchemaMissing
 from tickwork.logs import fields
 
@@ -51,6 +52,16 @@ POOLED: dict[str, Any] = {"prepare_threshold": None}
 _LIBPQ_PREFIX = re.compile(
     r"^connection (?:failed|is bad): (?:connection to server [^:]*? failed: )?"
 )
+
+
+class Connected(Protocol):
+    """What the App's groups of methods (:class:`tickwork.flow.controls.FlowControls`,
+    :class:`tickwork.schedules.controls.ScheduleControls`) need of it: the clock SQL is given
+    and a connection in a transaction that commits on success."""
+
+    clock: Clock
+
+    def connection(self) -> AbstractContextManager[Connection]: ...
 
 
 def connect(url: str, *, autocommit: bool = False, timeout: int | None = None) -> Connection:

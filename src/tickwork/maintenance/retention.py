@@ -23,11 +23,11 @@ from tickwork.db import connections, store
 from tickwork.db import job_counts as job_counts_db
 from tickwork.db import jobs as jobs_db
 from tickwork.maintenance.service import positive
-from tickwork.schedules.definition import (
+from tickwork.schedules.limits import MAX_HISTORY_LIMIT
+from tickwork.schedules.options import (
     DEFAULT_FAILED_JOBS_HISTORY_LIMIT,
     DEFAULT_SUCCESSFUL_JOBS_HISTORY_LIMIT,
 )
-from tickwork.schedules.limits import MAX_HISTORY_LIMIT
 
 
 @dataclass(frozen=True)

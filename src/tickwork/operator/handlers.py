@@ -53,7 +53,7 @@ from tickwork.operator.desired import Entry, entry_of
 from tickwork.operator.kube import StatusWriter
 from tickwork.operator.reporter import Reporter, Shown
 from tickwork.operator.syncer import Outcome, Syncer
-from tickwork.schedules.definition import stored_kind
+from tickwork.schedules.stored import stored_kind
 
 log = logging.getLogger(__name__)
 

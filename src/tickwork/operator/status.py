@@ -26,7 +26,7 @@ from tickwork.operator.desired import NAME_CONFLICT, Entry
 from tickwork.operator.events import Seen
 from tickwork.operator.syncer import NamespaceState, Outcome
 from tickwork.schedules import container_jobs
-from tickwork.schedules.definition import TARGET_FIELD
+from tickwork.schedules.stored import TARGET_FIELD
 from tickwork.schedules.tenancy import NAMESPACE_NOT_ALLOWED, POLICY_VIOLATION, Refusal
 
 DISABLED = "Disabled"

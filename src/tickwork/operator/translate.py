@@ -16,11 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from tickwork.schedules import limits, manifests
-from tickwork.schedules.definition import (
-    DefinitionError,
-    ScheduleDefinition,
-    check_manifest_rules,
-)
+from tickwork.schedules.checks import DefinitionError
+from tickwork.schedules.definition import ScheduleDefinition, check_manifest_rules
 
 DEFAULT_NAMESPACE = "default"
 

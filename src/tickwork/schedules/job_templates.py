@@ -18,7 +18,7 @@ Two layers, both refusing with the field named
   in ``metadata`` only ``labels`` and ``annotations`` (the worker names the Job, places it in
   its namespace and sets its owner).
 
-The template must first pass :func:`tickwork.schedules.definition.check_payload` (plain JSON
+The template must first pass :func:`tickwork.schedules.checks.check_payload` (plain JSON
 within the payload limits: depth, 64 KiB, no NUL), so the walk here is bounded; it is
 iterative anyway.
 """

@@ -1,6 +1,6 @@
 """The limits of a ``Schedule``'s fields, in one place (pure; docs/limits.md explains each).
 
-:data:`FIELDS` is read by the definition's validation (:mod:`tickwork.schedules.definition`),
+:data:`FIELDS` is read by the definition's validation (:mod:`tickwork.schedules.checks`),
 and ``tests/schedules/test_crd.py`` checks that the CRD's ``minimum``, ``maximum``, ``minLength``
 and ``maxLength`` of every field say the same. Each bound is what the column (or the value's
 later use) can hold: ``tickwork.jobs.priority`` is ``smallint``, ``max_attempts`` ``integer``,

@@ -18,13 +18,8 @@ from typing import Any
 import yaml
 
 from tickwork.errors import TickworkError, did_you_mean
-from tickwork.schedules.definition import (
-    DefinitionError,
-    ScheduleDefinition,
-    check_manifest_rules,
-    key_name,
-    shown,
-)
+from tickwork.schedules.checks import DefinitionError, key_name, shown
+from tickwork.schedules.definition import ScheduleDefinition, check_manifest_rules
 
 API_VERSION = "tickwork.io/v1"
 KIND = "Schedule"

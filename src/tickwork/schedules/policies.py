@@ -17,12 +17,9 @@ from typing import Any
 
 from tickwork.model import NewJob, OpenJobs
 from tickwork.schedules.container_jobs import ContainerJob
-from tickwork.schedules.definition import (
-    MAX_CATCH_UP,
-    ConcurrencyPolicy,
-    MisfirePolicy,
-    ScheduleDefinition,
-)
+from tickwork.schedules.definition import ScheduleDefinition
+from tickwork.schedules.limits import MAX_CATCH_UP
+from tickwork.schedules.options import ConcurrencyPolicy, MisfirePolicy
 
 
 def retained(policy: MisfirePolicy, catch_up_limit: int) -> int:

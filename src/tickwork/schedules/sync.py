@@ -35,14 +35,10 @@ from tickwork.db import schedules as db
 from tickwork.errors import InvalidInput, NamespaceOwned
 from tickwork.model import Actor
 from tickwork.schedules import occurrences
-from tickwork.schedules.definition import (
-    DefinitionError,
-    IntervalMode,
-    PendingJobsOnDelete,
-    ScheduleDefinition,
-    stored_pending_jobs_on_delete,
-    validate_all,
-)
+from tickwork.schedules.checks import DefinitionError
+from tickwork.schedules.definition import ScheduleDefinition, validate_all
+from tickwork.schedules.options import IntervalMode, PendingJobsOnDelete
+from tickwork.schedules.stored import stored_pending_jobs_on_delete
 
 MAX_NAMESPACE_LENGTH = 253
 

@@ -39,8 +39,9 @@ import yaml
 from tickwork.errors import TickworkError, did_you_mean
 from tickwork.flow import limits as flow_limits
 from tickwork.schedules import container_policy, limits
+from tickwork.schedules.checks import shown
 from tickwork.schedules.container_policy import ContainerRules
-from tickwork.schedules.definition import ScheduleDefinition, shown
+from tickwork.schedules.definition import ScheduleDefinition
 
 API_VERSION = "tickwork.io/v1"
 KIND = "TenantPolicy"

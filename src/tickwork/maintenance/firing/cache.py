@@ -18,7 +18,8 @@ from tickwork.db import schedules as db
 from tickwork.maintenance.firing.config import DEFAULTS, FiringConfig
 from tickwork.maintenance.firing.planner import Compiled
 from tickwork.schedules import occurrences
-from tickwork.schedules.definition import DefinitionError, ScheduleDefinition
+from tickwork.schedules.checks import DefinitionError
+from tickwork.schedules.definition import ScheduleDefinition
 from tickwork.schedules.sync import fixed_delay
 
 UNREADABLE = "the stored spec cannot be read by this version"

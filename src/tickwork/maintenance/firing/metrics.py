@@ -12,7 +12,7 @@ from tickwork import metrics
 from tickwork.db import jobs as jobs_db
 from tickwork.db import schedules as db
 from tickwork.logs import fields
-from tickwork.schedules.definition import JobTemplate
+from tickwork.schedules.options import JobTemplate
 
 log = logging.getLogger(__package__)
 

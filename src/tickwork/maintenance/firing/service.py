@@ -30,7 +30,7 @@ from tickwork.maintenance.firing.config import (
 from tickwork.maintenance.firing.planner import Compiled
 from tickwork.maintenance.firing.shares import Shares
 from tickwork.schedules import policies
-from tickwork.schedules.definition import ConcurrencyPolicy
+from tickwork.schedules.options import ConcurrencyPolicy
 
 log = logging.getLogger(__package__)
 
