@@ -3,11 +3,11 @@
 # One image for every role of tickwork; the chart picks the role by its arguments:
 #   tickwork operator | tickwork worker --app MODULE:APP | tickwork migrate
 #
-#   docker build -t tickwork:0.1.0 .
-#   docker run --rm -e TICKWORK_DATABASE_URL=postgresql://... tickwork:0.1.0 migrate
+#   docker build -t tickwork:0.2.0.dev0 .
+#   docker run --rm -e TICKWORK_DATABASE_URL=postgresql://... tickwork:0.2.0.dev0 migrate
 #
 # Your own task code goes into an image built FROM this one (docs/deployment.md):
-#   FROM ghcr.io/tickwork/tickwork:0.1.0
+#   FROM ghcr.io/tickwork/tickwork:0.2.0.dev0
 #   COPY --chown=10001:10001 myapp/ /app/myapp/       # /app is the working directory
 #   # or: USER root, RUN pip install --no-cache-dir your-package, USER 10001:10001
 #   CMD ["worker", "--app", "myapp.tasks:app"]

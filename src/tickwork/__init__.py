@@ -5,6 +5,10 @@ from tickwork.model import Backoff, Job, JobId, JobStatus
 from tickwork.schedules.definition import ScheduleDefinition
 from tickwork.schedules.options import ConcurrencyPolicy, IntervalMode, JobTemplate, MisfirePolicy
 
+__version__ = "0.2.0.dev0"
+"""This release's version, as in pyproject.toml (a test checks they agree): what
+``tickwork --version`` prints, even from a checkout whose installed metadata is older."""
+
 __all__ = [
     "App",
     "Backoff",

@@ -40,6 +40,7 @@ EXTRA = {
         *("--schedules", "3", "--seconds", "1", "--idle-seconds", "0.5", "--samples", "1")
     ],
     "bench/history.py": ["--finished", "3000", "--claims", "50", "--schedules", "20"],
+    "bench/migration_locks.py": ["--jobs", "3000", "--schedules", "300"],
 }
 """Options added so the run stays small (the defaults are the benchmark's real sizes)."""
 NEEDS = {"bench/pgbouncer.py": pgbouncer}

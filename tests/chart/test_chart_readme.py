@@ -38,4 +38,5 @@ def test_the_readme_install_line_renders(helm: chart_render.Helm) -> None:
         if doc and doc.get("kind") in ("Deployment", "Job")
         for container in doc["spec"]["template"]["spec"]["containers"]
     }
-    assert images == {"registry.example.com/tickwork:0.1.0"}
+    app_version = yaml.safe_load((chart_render.CHART / "Chart.yaml").read_text())["appVersion"]
+    assert images == {f"registry.example.com/tickwork:{app_version}"}

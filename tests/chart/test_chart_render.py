@@ -44,7 +44,8 @@ def test_defaults_run_an_operator_and_two_workers(rendered: dict[str, Rendering]
     worker = r.one("Deployment", "worker")
     assert worker["spec"]["replicas"] == 2
     (container,) = worker["spec"]["template"]["spec"]["containers"]
-    assert container["image"] == "ghcr.io/tickwork/tickwork:0.1.0", "appVersion is the tag"
+    app_version = yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"]
+    assert container["image"] == f"ghcr.io/tickwork/tickwork:{app_version}", "appVersion is the tag"
     assert container["args"] == ["worker"]
     env = chart_checks.env_of(container)
     assert env["TICKWORK_APP"]["value"] == "tickwork.examples:app"

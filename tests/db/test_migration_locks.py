@@ -14,54 +14,43 @@ it is a reviewer's checklist, not a parser: it errs towards flagging.
 from __future__ import annotations
 
 import re
-from importlib import resources
 
 import pytest
+
+from tests.support import migration_sql
 
 BIG = ("tickwork.jobs", "tickwork.schedules")
 
 REVIEWED: dict[tuple[str, str], str] = {
     ("0005_schedule_firing_errors.sql", "check"): "firing_failures NOT NULL DEFAULT 0 with a"
-    " CHECK: one pass over the schedules that refuses nothing",
+    " CHECK: one pass over the schedules that refuses nothing (1.0 s at 1,000,000)",
     ("0005_schedule_firing_errors.sql", "index"): "schedules_retry_idx: partial, empty at the"
     " upgrade (no schedule had a firing error yet)",
-    ("0004_admin_indexes.sql", "index"): "console indexes, built when the jobs table was young",
+    ("0004_admin_indexes.sql", "index"): "console indexes, built when the jobs table was young"
+    " (28 s of claims held up at 10,000,000 jobs)",
     ("0007_cancel_requests_and_orphaned_leases.sql", "index"): "a partial index (on_dead_pending)"
-    " that holds no row at the upgrade: its build reads the table once",
+    " that holds no row at the upgrade: its build reads the table once (2.6 s)",
     ("0011_schedule_history_limits.sql", "index"): "jobs_schedule_history_idx replaces"
-    " jobs_schedule_dead_idx; built once under the lock",
-    ("0015_dead_jobs_by_queue.sql", "index"): "jobs_status_id_idx rebuilt with queue included",
+    " jobs_schedule_dead_idx; built once under the lock (21 s of claims held up)",
+    ("0015_dead_jobs_by_queue.sql", "index"): "jobs_status_id_idx rebuilt with queue included"
+    " (2 s)",
     ("0016_schedule_spec_key.sql", "rewrite"): "the schedules table rewritten for its stored"
-    " generated spec key (measured at 1,000,000 schedules in that stop's note)",
+    " generated spec key (21 s at 1,000,000 schedules, claims held up too: their trigger"
+    " updates the schedules)",
     ("0019_concurrency_key_order.sql", "index"): "jobs_concurrency_key_order_idx: only waiting"
-    " jobs that carry a key",
+    " jobs that carry a key (3 s)",
     ("0021_flow_rules.sql", "index"): "jobs_concurrency_slot_idx (running jobs with a key) and"
-    " jobs_tenant_idx (waiting jobs of priority 0): partial, built under the lock",
+    " jobs_tenant_idx (waiting jobs of priority 0): partial, built under the lock (9 s with"
+    " the check)",
     ("0021_flow_rules.sql", "check"): "the new concurrency_limit column is NULL everywhere:"
     " one pass that refuses nothing",
 }
-"""(migration, kind of lock) -> why it was accepted. Issue 31 asks for migrations that never
-take such locks (an index built CONCURRENTLY outside the migration's transaction); until the
-runner can, each is named here."""
+"""(migration, kind of lock) -> why it was accepted, with the migration's lock time at
+1,000,000 schedules and 10,000,000 jobs (bench/migration_locks.py, docs/deployment.md). Issue
+31 asks for migrations that never take such locks (an index built CONCURRENTLY outside the
+migration's transaction); until the runner can, each is named here."""
 
 _VOLATILE = re.compile(r"\b(now|clock_timestamp|random|gen_random_uuid|uuid_generate_v4)\s*\(")
-
-
-def _statements(text: str) -> list[str]:
-    """The statements of a migration, comments removed, split outside dollar quotes."""
-    text = re.sub(r"--[^\n]*", "", text)
-    parts, current, quoted = [], [], False
-    for token in re.split(r"(\$\$|;)", text):
-        if token == "$$":
-            quoted = not quoted
-            current.append(token)
-        elif token == ";" and not quoted:
-            parts.append(" ".join("".join(current).split()))
-            current = []
-        else:
-            current.append(token)
-    parts.append(" ".join("".join(current).split()))
-    return [p for p in parts if p]
 
 
 def _locks(statement: str) -> set[str]:
@@ -95,22 +84,15 @@ def _locks(statement: str) -> set[str]:
     return found
 
 
-def _migrations() -> list[tuple[str, str]]:
-    folder = resources.files("tickwork.db").joinpath("migrations")
-    return sorted(
-        (entry.name, entry.read_text()) for entry in folder.iterdir() if entry.name.endswith(".sql")
-    )
-
-
 def _created_in(text: str) -> set[str]:
     return {t for t in BIG if re.search(rf"create table {re.escape(t)}\b", text.lower())}
 
 
 def _found() -> dict[tuple[str, str], list[str]]:
     found: dict[tuple[str, str], list[str]] = {}
-    for name, text in _migrations():
+    for name, text in migration_sql.shipped():
         fresh = _created_in(text)
-        for statement in _statements(text):
+        for statement in migration_sql.statements(text):
             if any(t in statement.lower() for t in fresh):
                 continue  # the table is created in this same migration: empty, no one waits
             for kind in _locks(statement):
@@ -160,4 +142,7 @@ def test_the_lint_flags_what_takes_a_long_lock(statement: str, kinds: set[str]) 
 
 def test_statements_split_outside_dollar_quotes_and_comments() -> None:
     text = "CREATE FUNCTION f() AS $$ SELECT 1; SELECT 2; $$; -- a comment; here\nSELECT 3;"
-    assert _statements(text) == ["CREATE FUNCTION f() AS $$ SELECT 1; SELECT 2; $$", "SELECT 3"]
+    assert migration_sql.statements(text) == [
+        "CREATE FUNCTION f() AS $$ SELECT 1; SELECT 2; $$",
+        "SELECT 3",
+    ]

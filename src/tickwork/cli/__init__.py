@@ -9,13 +9,13 @@ Every failure ends as one line on stderr: exit status 2 for a wrong command line
 from __future__ import annotations
 
 import importlib
-import importlib.metadata
 import os
 import pkgutil
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from types import ModuleType
 
+from tickwork import __version__
 from tickwork.cli import common
 from tickwork.db import connections
 from tickwork.errors import ConfigurationError, InvalidInput, TickworkError
@@ -49,9 +49,7 @@ def build_parser() -> common.Parser:
         prog="tickwork",
         description="Recurring and one-off jobs on PostgreSQL, with no leader.",
     )
-    parser.add_argument(
-        "--version", action="version", version=importlib.metadata.version("tickwork")
-    )
+    parser.add_argument("--version", action="version", version=__version__)
     common.add_database_url(parser)
     subcommands = parser.add_subparsers(metavar="COMMAND", required=True)
     for module in _command_modules():

@@ -86,9 +86,11 @@ def status(conninfo: str) -> list[MigrationStatus]:
     return [MigrationStatus(m, m.version in applied) for m in migrations]
 
 
-def apply(conninfo: str) -> list[Migration]:
-    """Apply pending migrations; returns those applied by this call (empty when up to date)."""
-    migrations = available()
+def apply(conninfo: str, *, until: int | None = None) -> list[Migration]:
+    """Apply pending migrations (those numbered up to ``until`` only, when given: an older
+    schema for upgrade tests and bench/migration_locks.py); returns those applied by this call
+    (empty when up to date)."""
+    migrations = [m for m in available() if until is None or m.version <= until]
     done: list[Migration] = []
     with connections.connect(conninfo, autocommit=True) as conn:
         with conn.transaction():
