@@ -235,12 +235,6 @@ class Runtime:
         ]
 
     async def _deactivate(self) -> None:
-        if self._active:
-            log.info(
-                "standby: another operator of peering %r is active",
-                self.config.peering,
-                extra=fields(action="standby"),
-            )
         await cancel_all(self._active)
         self._active = []
         self.policies_complete = False

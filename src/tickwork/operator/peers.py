@@ -175,6 +175,7 @@ class Watch:
         self._read_at: float | None = None
         self._missing_since: float | None = None
         self._warned = False
+        self._decided = False
 
     async def run(self) -> None:
         metrics.OPERATOR_ACTIVE.set(0)
@@ -209,13 +210,17 @@ class Watch:
             self._warned = False
             self.on_missing(None)
         found = blockers(statuses, self.identity, self.priority, now)
-        if found and self.active:
+        if found and (self.active or not self._decided):
             log.info(
-                "standby: %s has a priority as high as this one's (%d)",
+                "standby: operator %s of peering %s is live with priority %d, not below this "
+                "one's (%d)",
                 found[0].identity,
+                self.where,
+                found[0].priority,
                 self.priority,
                 extra=fields(action="standby"),
             )
+        self._decided = True
         return not found
 
     def _missing(self, now: float, what: str) -> None:
