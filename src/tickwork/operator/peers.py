@@ -17,7 +17,8 @@ developer's ``kopf run``, ``kopf freeze``) pauses them all.
 Everything tickwork runs beside kopf (the syncer, the status board and loop, run-now answers
 from the status loop) runs only while :class:`Watch` finds this operator active, which it
 decides from the peering object by kopf's rule, read every ``interval`` seconds: active when the
-object exists and no other live peer has a priority as high as this one's. A peering object that
+object exists, holds this operator's own keep-alive, and no other live peer has a priority as
+high as this one's. A peering object that
 could not be read for a whole lifetime counts as lost (this operator may have been replaced
 meanwhile). The admission webhook and the probes serve in both.
 """
@@ -209,6 +210,8 @@ class Watch:
             self._missing_since = None
             self._warned = False
             self.on_missing(None)
+        if not any(self.identity in status for status in statuses):
+            return False  # not announced yet (kopf's first keep-alive): others cannot see it
         found = blockers(statuses, self.identity, self.priority, now)
         if found and (self.active or not self._decided):
             log.info(
