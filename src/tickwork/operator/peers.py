@@ -177,6 +177,7 @@ class Watch:
         self._missing_since: float | None = None
         self._warned = False
         self._decided = False
+        self._failing = False
 
     async def run(self) -> None:
         metrics.OPERATOR_ACTIVE.set(0)
@@ -201,11 +202,14 @@ class Watch:
             return False
         except Exception as error:  # unreachable: keep the decision for a lifetime at most
             metrics.OPERATOR_ERRORS.labels("watch").inc()
-            log.warning("reading the peering object failed: %s", error, extra=fields())
+            if not self._failing:
+                log.warning("reading the peering object failed: %s", error, extra=fields())
+            self._failing = True
             return self.active and (
                 self._read_at is not None and now - self._read_at < self.lifetime
             )
         self._read_at = now
+        self._failing = False
         if self._missing_since is not None:
             self._missing_since = None
             self._warned = False
