@@ -22,15 +22,17 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import kmock
+import prometheus_client
 import psycopg
 import pytest
 
-from tests.operator.harness import Cluster
+from tests.operator.harness import Cluster, OperatorFactory
 from tests.support.helpers import wait_until
 from tickwork.operator import webhook
 
@@ -259,3 +261,51 @@ async def test_the_standby_takes_over_a_killed_operator_within_15_seconds(
         n: r for n, r in before.items() if n != "f1"
     }, "the takeover changed other Schedules"
     print(f"takeover: the edit reached PostgreSQL {took:.1f}s after the kill")
+
+
+def active_gauge() -> float | None:
+    """``tickwork_operator_active`` of the operator running in this process (a thread)."""
+    return prometheus_client.REGISTRY.get_sample_value("tickwork_operator_active")
+
+
+async def freeze(cluster: Cluster, priority: int | None) -> None:
+    """Another peer of ``priority`` (None: gone) in the peering object, as ``kopf freeze``."""
+    lastseen = datetime.now(UTC).isoformat()
+    peer = (
+        None if priority is None else {"priority": priority, "lifetime": 600, "lastseen": lastseen}
+    )
+    headers = {"Content-Type": "application/merge-patch+json"}
+    async with cluster.server.patch(
+        f"/apis/{PEERINGS}/tickwork", json={"status": {"freezer": peer}}, headers=headers
+    ) as response:
+        assert response.status < 300, await response.text()
+
+
+async def test_an_operator_active_again_after_a_pause_syncs_what_changed_meanwhile(
+    peering: Cluster, start_operator: OperatorFactory, database_url: str
+) -> None:
+    """An active operator paused by a peer of a higher priority (``kopf freeze``), and resumed:
+    kopf's index still holds what it saw before. What changed meanwhile (one Schedule edited,
+    one deleted for good while nobody held its finalizer) reaches PostgreSQL; the others are
+    not written at all."""
+    cluster, url = peering, database_url
+    operator = await start_operator(standalone=False)
+    for name in ("kept", "edited", "gone"):
+        await cluster.create(name, SPEC)
+    await wait_until(lambda: len(rows(url)) == 3, what="the Schedules in PostgreSQL")
+    await freeze(cluster, 100)
+    await wait_until(lambda: active_gauge() == 0, what="the operator to pause")
+    await cluster.patch("edited", {"spec": {"schedule": "30 4 * * *"}})
+    await cluster.patch("gone", {"metadata": {"finalizers": None}})
+    await cluster.delete("gone")
+    before = rows(url)
+    await freeze(cluster, None)
+    await wait_until(
+        lambda: rows(url)["edited"][2] == "30 4 * * *" and not rows(url)["gone"][0],
+        what="the edit and the deletion in PostgreSQL",
+    )
+    after = rows(url)
+    assert after["kept"] == before["kept"] == (True, 1, "0 3 * * *")
+    assert after["edited"] == (True, 2, "30 4 * * *")
+    assert after["gone"] == (False, 2, "0 3 * * *")
+    assert operator.alive
