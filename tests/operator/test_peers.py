@@ -117,6 +117,12 @@ async def test_the_watch_follows_the_peering_object(caplog: pytest.LogCaptureFix
     script.answer = [{"me": seen(clock[0], -5)}]
     await watch.check()
     assert missing == [reason, None] and changes[-1] is True
+    script.answer = [{"other": seen(clock[0], -9)}]  # its keep-alives stopped reaching it
+    await watch.check()
+    clock[0] += peers.MISSING_WARN_SECONDS
+    await watch.check()
+    assert changes[-1] is False
+    assert missing[-1] and "holds no keep-alive of this operator ('me')" in missing[-1]
 
 
 def shown(name: str, uid: str, version: str, at: float) -> Shown:

@@ -48,7 +48,8 @@ CLUSTER_PLURAL = "clusterkopfpeerings"
 NAMESPACED_PLURAL = "kopfpeerings"
 REQUEST_SECONDS = 5.0
 MISSING_WARN_SECONDS = 30.0
-"""How long the peering object may be missing before it is reported (log and ``/readyz``)."""
+"""How long the peering object may be missing, or hold no keep-alive of this operator, before
+it is reported (log and ``/readyz``)."""
 
 
 def derived_priority(started: float, jitter: int | None = None) -> int:
@@ -198,7 +199,12 @@ class Watch:
         try:
             statuses = await asyncio.to_thread(self.statuses)
         except Missing as missing:
-            self._missing(now, str(missing))
+            self._missing(
+                now,
+                f"the peering object is missing ({missing}): kopf pauses every watch while its "
+                "peering CRDs (kopfpeerings.kopf.dev, clusterkopfpeerings.kopf.dev) or the "
+                "object are missing, so nothing syncs: apply them or run with --standalone",
+            )
             return False
         except Exception as error:  # unreachable: keep the decision for a lifetime at most
             metrics.OPERATOR_ERRORS.labels("watch").inc()
@@ -210,12 +216,18 @@ class Watch:
             )
         self._read_at = now
         self._failing = False
-        if self._missing_since is not None:
-            self._missing_since = None
-            self._warned = False
-            self.on_missing(None)
         if not any(self.identity in status for status in statuses):
-            return False  # not announced yet (kopf's first keep-alive): others cannot see it
+            # Not announced yet (kopf's first keep-alive): the others cannot see it.
+            self._missing(
+                now,
+                f"{self.where} holds no keep-alive of this operator ({self.identity!r}), so it "
+                "stays the standby and nothing syncs: can it patch the peering object (RBAC)?",
+            )
+            return False
+        if self._warned:
+            self.on_missing(None)
+        self._missing_since = None
+        self._warned = False
         found = blockers(statuses, self.identity, self.priority, now)
         if found and (self.active or not self._decided):
             log.info(
@@ -230,16 +242,12 @@ class Watch:
         self._decided = True
         return not found
 
-    def _missing(self, now: float, what: str) -> None:
+    def _missing(self, now: float, reason: str) -> None:
+        """Warn once (and tell ``on_missing``) when it lasted :data:`MISSING_WARN_SECONDS`."""
         if self._missing_since is None:
             self._missing_since = now
         if now - self._missing_since < MISSING_WARN_SECONDS or self._warned:
             return
-        reason = (
-            f"the peering object is missing ({what}): kopf pauses every watch while its peering "
-            "CRDs (kopfpeerings.kopf.dev, clusterkopfpeerings.kopf.dev) or the object are "
-            "missing, so nothing syncs: apply them or run with --standalone"
-        )
         log.warning("%s", reason, extra=fields(action="paused"))
         self._warned = True
         self.on_missing(reason)
