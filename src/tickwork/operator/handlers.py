@@ -262,8 +262,7 @@ class Runtime:
         else:
             policies = listing.Remembered(tenants.listed_versions)
             await complete(policies, self.policies.versions)
-            if self.policies.forget_unlisted(policies.last, policies.started):
-                self.syncer.notify()
+            self.policies.forget_unlisted(policies.last, policies.started)
         self.policies_complete = True
         objects = listing.Remembered(self.lister.versions)
         if first:
