@@ -423,6 +423,11 @@ OPERATOR_SCHEDULES = Gauge(
     "Schedule objects seen by the operator, by Ready condition status: True, False, Unknown.",
     ["ready"],
 )
+OPERATOR_ACTIVE = Gauge(
+    "tickwork_operator_active",
+    "1 while this operator is the active one of its kopf peering (or runs --standalone), 0 "
+    "while it is the standby.",
+)
 OPERATOR_ERRORS = Counter(
     "tickwork_operator_errors_total",
     "Operator errors by source: watch, database, status (a status patch the API server "

@@ -583,14 +583,37 @@ def check_worker_has_no_api_access(rendering: Rendering) -> None:
 
 
 def check_operator(rendering: Rendering) -> None:
-    """One operator, replaced with Recreate, bound to its RBAC, joined to a peering that the
-    chart creates (or standalone)."""
+    """The operator bound to its RBAC, joined to a peering that the chart creates, with a short
+    peering lifetime, rolled one pod at a time (the new one first, as a standby), its replicas
+    under a PodDisruptionBudget that lets one go; or standalone: one replica, replaced with
+    Recreate."""
     obj = workload(rendering, "operator")
     if obj is None:
         return
     where = f"{rendering.case}: operator"
-    assert obj["spec"]["replicas"] == 1, where
-    assert obj["spec"]["strategy"]["type"] == "Recreate", where
+    pod = obj["spec"]["template"]["spec"]
+    args = pod["containers"][0]["args"]
+    replicas = obj["spec"]["replicas"]
+    strategy = obj["spec"]["strategy"]
+    if "--standalone" in args:
+        assert replicas == 1, f"{where}: standalone operators cannot tell which one is active"
+        assert strategy["type"] == "Recreate", where
+    else:
+        assert strategy["type"] == "RollingUpdate", f"{where}: {strategy}"
+        assert strategy["rollingUpdate"] == {"maxSurge": 1, "maxUnavailable": 0}, where
+        lifetime = [int(a.split("=", 1)[1]) for a in args if a.startswith("--peering-lifetime=")]
+        assert lifetime and lifetime[0] <= 10, f"{where}: takeover needs a short peering lifetime"
+    if replicas > 1:
+        labels = obj["spec"]["template"]["metadata"]["labels"]
+        budgets = [
+            b
+            for b in rendering.of_kind("PodDisruptionBudget")
+            if b["spec"]["selector"]["matchLabels"].items() <= labels.items()
+        ]
+        assert len(budgets) == 1, f"{where}: {replicas} replicas and no PodDisruptionBudget"
+        assert budgets[0]["spec"].get("maxUnavailable", 0) >= 1, f"{where}: {budgets[0]}"
+        spread = pod.get("affinity", {}).get("podAntiAffinity", {})
+        assert spread, f"{where}: {replicas} replicas may land on one node"
     pod = obj["spec"]["template"]["spec"]
     (container,) = pod["containers"]
     args = container["args"]

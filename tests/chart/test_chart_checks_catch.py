@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from tests.chart import chart_checks, chart_render
-from tests.chart.chart_render import Document, Rendering
+from tests.chart.chart_render import Document, Rendering, component_of
 
 Break = Callable[[Rendering], None]
 
@@ -137,8 +137,20 @@ def worker_bound(r: Rendering) -> None:
     )
 
 
-def rolling_operator(r: Rendering) -> None:
-    r.one("Deployment", "operator")["spec"]["strategy"] = {"type": "RollingUpdate"}
+def recreated_operator(r: Rendering) -> None:
+    r.one("Deployment", "operator")["spec"]["strategy"] = {"type": "Recreate"}
+
+
+def operator_unbudgeted(r: Rendering) -> None:
+    r.documents = [
+        d
+        for d in r.documents
+        if d.kind != "PodDisruptionBudget" or component_of(d.obj) != "operator"
+    ]
+
+
+def operators_on_one_node(r: Rendering) -> None:
+    del r.one("Deployment", "operator")["spec"]["template"]["spec"]["affinity"]
 
 
 def peering_missing(r: Rendering) -> None:
@@ -164,7 +176,9 @@ CASES: list[tuple[str, Break, Callable[..., None]]] = [
     ("defaults", wrong_type, chart_checks.validate_offline),
     ("hpa", both_scalers, chart_checks.check_autoscaling),
     ("defaults", worker_bound, chart_checks.check_worker_has_no_api_access),
-    ("defaults", rolling_operator, chart_checks.check_operator),
+    ("defaults", recreated_operator, chart_checks.check_operator),
+    ("defaults", operator_unbudgeted, chart_checks.check_operator),
+    ("defaults", operators_on_one_node, chart_checks.check_operator),
     ("defaults", peering_missing, chart_checks.check_operator),
     ("defaults", selector_mismatch, chart_checks.check_selectors),
 ]

@@ -123,7 +123,8 @@ def test_each_pool_selects_only_its_own_pods(rendered: dict[str, Rendering]) -> 
         assert selector["tickwork.io/worker-pool"] == name.rsplit("-", 1)[1]
         assert selector.items() <= labels[name].items()
         assert not selector.items() <= labels[other].items(), f"{name} selects {other}'s pods"
-    (pdb,) = r.of_kind("PodDisruptionBudget")  # reports turned its own off
+    # reports turned its own off
+    (pdb,) = [b for b in r.of_kind("PodDisruptionBudget") if component_of(b) == "worker"]
     assert pdb["metadata"]["name"] == BILLING
     assert pdb["spec"]["maxUnavailable"] == "50%"
     assert pdb["spec"]["selector"] == deployments[BILLING]["spec"]["selector"]

@@ -15,7 +15,15 @@ import pytest
 import yaml
 
 from tests.chart import chart_checks, chart_render
-from tests.chart.chart_render import CHART, MATRIX, NAMESPACE, SECRET_MARKERS, Helm, Rendering
+from tests.chart.chart_render import (
+    CHART,
+    MATRIX,
+    NAMESPACE,
+    SECRET_MARKERS,
+    Helm,
+    Rendering,
+    component_of,
+)
 from tests.support import binaries
 
 CHECKS = {check.__name__: check for check in chart_checks.ALL_CHECKS}
@@ -58,7 +66,7 @@ def test_defaults_run_an_operator_and_two_workers(rendered: dict[str, Rendering]
         "kubernetes.io/hostname",
         "topology.kubernetes.io/zone",
     }
-    assert r.one("PodDisruptionBudget")["spec"]["maxUnavailable"] == 1
+    assert r.one("PodDisruptionBudget", "worker")["spec"]["maxUnavailable"] == 1
     assert not r.of_kind("HorizontalPodAutoscaler") and not r.of_kind("ScaledObject")
     assert not r.of_kind("ServiceMonitor") and not r.of_kind("PrometheusRule")
     assert not r.of_kind("NetworkPolicy") and not r.of_kind("ValidatingWebhookConfiguration")
@@ -123,14 +131,73 @@ def test_own_topology_spread_constraints_select_the_workers(helm: Helm) -> None:
 
 
 def test_standalone_operator_needs_no_peering(helm: Helm) -> None:
-    r = helm.render(
-        "standalone", {**chart_render.QUICK_START, "operator": {"peering": {"enabled": False}}}
-    )
-    args = r.one("Deployment", "operator")["spec"]["template"]["spec"]["containers"][0]["args"]
+    standalone = {"replicas": 1, "peering": {"enabled": False}}
+    r = helm.render("standalone", {**chart_render.QUICK_START, "operator": standalone})
+    operator = r.one("Deployment", "operator")
+    args = operator["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--standalone" in args and not any(a.startswith("--peering") for a in args)
+    assert operator["spec"]["replicas"] == 1
+    assert operator["spec"]["strategy"] == {"type": "Recreate"}
     assert not r.of_kind("ClusterKopfPeering") and not r.of_kind("KopfPeering")
+    assert not [b for b in r.of_kind("PodDisruptionBudget") if component_of(b) == "operator"]
     role = r.one("ClusterRole")
     assert not any("kopf.dev" in rule["apiGroups"] for rule in role["rules"])
+    chart_checks.check_operator(r)
+
+
+def test_standalone_operators_cannot_be_replicated(helm: Helm, tmp_path: Path) -> None:
+    values = {**chart_render.QUICK_START, "operator": {"peering": {"enabled": False}}}
+    result = helm.template(values, tmp_path)
+    assert result.returncode != 0
+    assert "operator.replicas: 1 with operator.peering.enabled: false" in result.stderr
+
+
+def test_two_operator_replicas_fail_over(rendered: dict[str, Rendering]) -> None:
+    """The default: two replicas of one peering (one active, one standby), rolled one pod at a
+    time with the new one first, at most one evicted at a time, preferably on two nodes, the
+    webhook served by both (the Service selects every operator pod, ready or not)."""
+    r = rendered["defaults"]
+    operator = r.one("Deployment", "operator")
+    assert operator["spec"]["replicas"] == 2
+    assert operator["spec"]["strategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
+    }
+    pod = operator["spec"]["template"]
+    args = pod["spec"]["containers"][0]["args"]
+    assert "--peering=tickwork" in args and "--peering-lifetime=10" in args
+    assert not any(a.startswith("--identity") for a in args), "the pod's name is the identity"
+    budget = r.one("PodDisruptionBudget", "operator")
+    assert budget["spec"] == {
+        "maxUnavailable": 1,
+        "selector": operator["spec"]["selector"],
+    }
+    (term,) = pod["spec"]["affinity"]["podAntiAffinity"][
+        "preferredDuringSchedulingIgnoredDuringExecution"
+    ]
+    assert term["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    selected = term["podAffinityTerm"]["labelSelector"]["matchLabels"]
+    assert selected == operator["spec"]["selector"]["matchLabels"]
+    chart_checks.check_operator(r)
+
+
+def test_an_operator_affinity_replaces_the_spread(helm: Helm) -> None:
+    affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["system"]}]}
+                ]
+            }
+        }
+    }
+    values = {**chart_render.QUICK_START, "operator": {"affinity": affinity}}
+    r = helm.render("operator-affinity", values)
+    assert r.one("Deployment", "operator")["spec"]["template"]["spec"]["affinity"] == affinity
+    one = {**chart_render.QUICK_START, "operator": {"replicas": 1}}
+    r = helm.render("one-operator", one)
+    assert "affinity" not in r.one("Deployment", "operator")["spec"]["template"]["spec"]
+    assert not [b for b in r.of_kind("PodDisruptionBudget") if component_of(b) == "operator"]
 
 
 # --- existing Secret ------------------------------------------------------------------------

@@ -18,10 +18,15 @@ class Registration:
     owner: str
     identity: str
     token: str
-    """Random per run."""
+    """Random per run; ``<random>/<peering>`` for an operator that takes part in kopf peering
+    (the registry has no column of its own for it)."""
     scope: Scope
     host: str
     pid: int
+    peering: str | None = None
+    """The kopf peering object's name (None: ``--standalone``): replicas of one peering
+    object watching the same scope are one operator to the registry, kopf keeps one of them
+    active."""
 
 
 @dataclass(frozen=True)
@@ -47,10 +52,12 @@ def clear(owner: str, identity: str) -> Op[None]:
     return Op("operator_clear", {"owner": owner, "identity": identity}, nothing)
 
 
-def overlapping(owner: str, scope: Scope) -> Op[list[Member]]:
+def overlapping(owner: str, scope: Scope, peering: str | None = None) -> Op[list[Member]]:
+    """The live operators of ``owner`` whose scope overlaps ``scope``, but for the replicas of
+    the ``peering`` object with the same scope."""
     return Op(
         "operator_overlapping",
-        {"owner": owner, "scope": list(scope)},
+        {"owner": owner, "scope": list(scope), "peering": peering or ""},
         lambda rows: [Member(**{**r, "scope": tuple(r["scope"])}) for r in rows],
     )
 

@@ -93,6 +93,22 @@ class OperatorConfig:
         metavar="NAME",
     )
     standalone: bool = setting("no peering at all", group="operator", default=False)
+    peering_priority: int | None = setting(
+        "kopf peering priority: of the live operators of one peering object, the one of the "
+        "highest priority is active, the others wait as standbys (equal priorities pause "
+        "each other)",
+        group="operator",
+        default=None,
+        default_doc="derived from the start time: the longest-running operator stays active",
+        metavar="N",
+    )
+    peering_lifetime: int = setting(
+        "seconds a peer counts as alive after its last keep-alive (kopf sends one every 1 to "
+        "lifetime - 5 seconds): a killed active operator is replaced after at most this long",
+        group="operator",
+        default=10,
+        checks=[at_least(2)],
+    )
     status_interval: float = setting(
         "seconds between status refreshes from PostgreSQL",
         group="operator",
@@ -178,7 +194,8 @@ class OperatorConfig:
         checks=[positive],
     )
     listing_interval: float = setting(
-        "seconds between checks of the complete-view barrier at start",
+        "seconds between checks of the complete-view barrier at start, and between reads of "
+        "the peering object (which operator is active)",
         group="sync",
         default=1.0,
         checks=[positive],

@@ -121,7 +121,10 @@ class Database:
             ):
                 store.run(conn, operators.lock_owner(owner))
                 store.run(conn, operators.clear(owner, registration.identity))
-                others = store.run(conn, operators.overlapping(owner, registration.scope))
+                others = store.run(
+                    conn,
+                    operators.overlapping(owner, registration.scope, registration.peering),
+                )
                 if not others:
                     store.run(conn, operators.insert(registration, ttl_seconds))
                 return others

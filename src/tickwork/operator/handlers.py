@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
+import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -45,7 +46,7 @@ from tickwork.clock import Clock, DatabaseClock, cancel_all
 from tickwork.db.schedules import ScheduleRow
 from tickwork.logs import fields
 from tickwork.model import DEFAULT_QUEUE
-from tickwork.operator import events, listing, run_now, served, status, tenants
+from tickwork.operator import events, listing, peers, run_now, served, status, tenants
 from tickwork.operator.board import Board
 from tickwork.operator.config import GROUP, PLURAL, VERSION, OperatorConfig
 from tickwork.operator.database import Database
@@ -90,28 +91,61 @@ class Runtime:
         self.events = events.Recorder(config.event_window_seconds)
         self.policies = tenants.Policies()
         self.policies_complete = False
-        """Whether :attr:`policies` has held every TenantPolicy (the barrier's first half)."""
-        self.syncer = Syncer(
-            database,
-            self.entries,
-            owner=config.owner,
-            coalesce_seconds=config.coalesce_seconds,
-            coalesce_max_seconds=config.coalesce_max_seconds,
-            retry_max_seconds=config.retry_max_seconds,
-            on_round=self.board.wake,
-            policies=self.policies.current,
-        )
+        """Whether :attr:`policies` has held every TenantPolicy (the barrier's first half) since
+        this operator last became the active one."""
+        self.syncer = self._syncer()
         self.lister = listing.Lister(config.namespaces)
+        self.priority = (
+            config.peering_priority
+            if config.peering_priority is not None
+            else peers.derived_priority(time.time())
+        )
+        """kopf peering priority (see :mod:`tickwork.operator.peers`)."""
+        self.activity: peers.Watch | peers.Always | None = None
+        self.activations = 0
+        """How many times this operator became the active one."""
+        self.peering_missing: str | None = None
+        """Why the peering object has been missing too long (None: it has not)."""
+        self._listed_at: tuple[float, frozenset[listing.ListedKey]] | None = None
+        """The listing the last complete view was checked against: when it started
+        (monotonic) and its (namespace, name, uid) keys."""
+        self._active: list[asyncio.Task[None]] = []
         self.run_now = run_now.RunNow(database, self.ready, self.supplies, self.clock.wall)
         self.reporter = Reporter(self.shown, self._report, StatusWriter(config.status_concurrency))
         self._seen: dict[tuple[str, str], tuple[Any, ...]] = {}
         self._tasks: list[asyncio.Task[None]] = []
 
-    def shown(self) -> Iterator[Shown]:
+    def _syncer(self) -> Syncer:
+        return Syncer(
+            self.database,
+            self.entries,
+            owner=self.config.owner,
+            coalesce_seconds=self.config.coalesce_seconds,
+            coalesce_max_seconds=self.config.coalesce_max_seconds,
+            retry_max_seconds=self.config.retry_max_seconds,
+            on_round=self.board.wake,
+            policies=self.policies.current,
+        )
+
+    def _indexed(self) -> Iterator[Shown]:
+        """Everything kopf's index holds, stale entries too."""
         if self.index is None:
             return
         for namespace in self.index:
             yield from self.index[namespace]
+
+    def shown(self) -> Iterator[Shown]:
+        """The objects of the operator's view: the index without the entries indexed before
+        the last complete-view listing that it no longer held. Those objects were deleted
+        while kopf's watch was paused (a standby) or broken, and kopf keeps an entry until
+        its watch reports the deletion, which a watch that lists again never does."""
+        listed = self._listed_at
+        for shown in self._indexed():
+            if listed is not None and shown.indexed_at < listed[0]:
+                key = (shown.entry.key[0], shown.entry.key[1], shown.entry.uid)
+                if key not in listed[1]:
+                    continue
+            yield shown
 
     def entries(self) -> Iterator[Entry]:
         for shown in self.shown():
@@ -149,18 +183,71 @@ class Runtime:
 
     def alive(self) -> str | None:
         """None while the loops run; otherwise what stopped (for /healthz)."""
-        for task in self._tasks:
+        for task in [*self._tasks, *self._active]:
             if task.done():
                 return f"{task.get_name()} stopped"
         return None
 
     def start(self, index: kopf.Index[str, Shown]) -> None:
+        """Follow the peering object (:mod:`tickwork.operator.peers`): the syncer and the
+        status loops run only while this operator is the active one."""
         self.index = index
+        if self.config.standalone:
+            self.activity = peers.Always(self._activity)
+        else:
+            reader = peers.Reader(self.config.peering, self.config.namespaces)
+            self.activity = peers.Watch(
+                reader.statuses,
+                identity=self.config.identity,
+                priority=self.priority,
+                lifetime=self.config.peering_lifetime,
+                interval=self.config.listing_interval,
+                where=reader.where(),
+                on_change=self._activity,
+                on_missing=self._peering_lost,
+            )
+        self._tasks = [asyncio.create_task(self.activity.run(), name="peering watch")]
 
-        async def complete(
-            listed: Callable[[], set[listing.ListedKey]],
-            indexed: Callable[[], set[listing.ListedKey]],
-        ) -> None:
+    async def _activity(self, active: bool) -> None:
+        if active:
+            self._activate()
+        else:
+            await self._deactivate()
+
+    def _activate(self) -> None:
+        """Became the active operator: a fresh syncer (as after a start) whose barrier checks
+        the view against a new listing first; then the status loops."""
+        self.activations += 1
+        first = self.activations == 1
+        log.info(
+            "active: this operator syncs (priority %d)%s",
+            self.priority,
+            "" if first else ", after a complete view",
+            extra=fields(action="active"),
+        )
+        self.syncer = self._syncer()
+        self._active = [
+            asyncio.create_task(self.syncer.run(lambda: self._barrier(first)), name="syncer"),
+            asyncio.create_task(
+                self.board.run(self.config.status_interval, self._refreshed), name="status board"
+            ),
+            asyncio.create_task(self.reporter.run(), name="status loop"),
+        ]
+
+    async def _deactivate(self) -> None:
+        await cancel_all(self._active)
+        self._active = []
+        self.policies_complete = False
+        self.stalled = None
+
+    async def _barrier(self, first: bool) -> None:
+        """Return once the view is complete. At the first activation kopf's index holds only
+        what its watches listed since (a standby's watches never ran), so every listed object
+        being indexed is enough. After a pause, the index also holds what it saw before, so an
+        object must be indexed at the version listed (an edit made meanwhile has come in), and
+        what the listing no longer holds (deleted meanwhile) leaves the view."""
+
+        async def complete(listed: Callable[[], set[Any]], indexed: Callable[[], set[Any]]) -> None:
             await listing.wait_for_complete_view(
                 listed,
                 indexed,
@@ -170,31 +257,40 @@ class Runtime:
                 peering=None if self.config.standalone else self.config.peering,
             )
 
-        async def barrier() -> None:
+        if first:
             await complete(tenants.listed_keys, self.policies.keys)
-            self.policies_complete = True
-            await complete(self.lister.keys, self._indexed_keys)
-
-        self._tasks = [
-            asyncio.create_task(self.syncer.run(barrier), name="syncer"),
-            asyncio.create_task(
-                self.board.run(self.config.status_interval, self._refreshed), name="status board"
-            ),
-            asyncio.create_task(self.reporter.run(), name="status loop"),
-        ]
+        else:
+            policies = listing.Remembered(tenants.listed_versions)
+            await complete(policies, self.policies.versions)
+            self.policies.forget_unlisted(policies.last, policies.started)
+        self.policies_complete = True
+        objects = listing.Remembered(self.lister.versions)
+        if first:
+            await complete(lambda: {key[:3] for key in objects()}, self._indexed_keys)
+        else:
+            await complete(objects, self._indexed_versions)
+        self._listed_at = (objects.started, frozenset(key[:3] for key in objects.last))
 
     async def stop(self) -> None:
-        await cancel_all(self._tasks)
+        await cancel_all([*self._tasks, *self._active])
 
     def _indexed_keys(self) -> set[listing.ListedKey]:
-        return {(e.key[0], e.key[1], e.uid) for e in self.entries()}
+        return {(s.entry.key[0], s.entry.key[1], s.entry.uid) for s in self._indexed()}
+
+    def _indexed_versions(self) -> set[listing.VersionedKey]:
+        return {(s.entry.key[0], s.entry.key[1], s.entry.uid, s.version) for s in self._indexed()}
+
+    def _peering_lost(self, reason: str | None) -> None:
+        self.peering_missing = reason
 
     def _view_stalled(self, reason: str | None) -> None:
         self.stalled = reason
 
     async def readiness(self) -> str | None:
-        """For /readyz: why no sync can happen yet (the complete view has stalled), if so."""
-        return self.stalled
+        """For /readyz: why no sync can happen yet (the complete view has stalled, or the
+        peering object is missing), if so. A standby is ready: it serves the webhook and
+        takes over when the active operator goes."""
+        return self.stalled or self.peering_missing
 
     def _listing_failed(self, error: Exception) -> None:
         metrics.OPERATOR_ERRORS.labels("watch").inc()
@@ -295,7 +391,7 @@ def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
     @kopf.index(*resource, id="desired", registry=registry)
     async def desired(body: kopf.Body, **_: Any) -> dict[str, Shown]:
         runtime.reporter.capture()  # kopf's context of object handlers, to post Events
-        shown = Shown.of(body)
+        shown = Shown.of(body, time.monotonic())
         return {shown.entry.translation.namespace: shown}
 
     @kopf.on.startup(registry=registry)

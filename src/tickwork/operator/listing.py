@@ -28,6 +28,8 @@ log = logging.getLogger(__name__)
 
 ListedKey = tuple[str, str, str | None]
 """(namespace, name, uid) of a Schedule object."""
+VersionedKey = tuple[str, str, str | None, str | None]
+"""(namespace, name, uid, resourceVersion) of an object."""
 
 
 class Lister:
@@ -37,6 +39,9 @@ class Lister:
         self.namespaces = tuple(namespaces)
 
     def keys(self) -> set[ListedKey]:
+        return {key[:3] for key in self.versions()}
+
+    def versions(self) -> set[VersionedKey]:
         with api_client() as client:
             api = kubernetes.client.CustomObjectsApi(client)
             pages: list[Any]
@@ -52,6 +57,7 @@ class Lister:
                 item["metadata"].get("namespace", ""),
                 item["metadata"]["name"],
                 item["metadata"].get("uid"),
+                item["metadata"].get("resourceVersion"),
             )
             for page in pages
             for item in page.get("items", [])
@@ -60,6 +66,24 @@ class Lister:
 
 STALLED_SECONDS = 30.0
 """How long the index may lag the listing before the wait is reported as stalled."""
+
+
+class Remembered:
+    """A listing function that remembers its last result and when it was taken (monotonic)."""
+
+    def __init__(
+        self, listed: Callable[[], set[Any]], monotonic: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.listed = listed
+        self.monotonic = monotonic
+        self.started = 0.0
+        self.last: frozenset[Any] = frozenset()
+
+    def __call__(self) -> set[Any]:
+        started = self.monotonic()
+        found = self.listed()
+        self.started, self.last = started, frozenset(found)
+        return set(found)
 
 
 def stalled_reason(missing: int, waited: float, peering: str | None) -> str:
@@ -77,8 +101,8 @@ def stalled_reason(missing: int, waited: float, peering: str | None) -> str:
 
 
 async def wait_for_complete_view(
-    listed: Callable[[], set[ListedKey]],
-    indexed: Callable[[], set[ListedKey]],
+    listed: Callable[[], set[Any]],
+    indexed: Callable[[], set[Any]],
     *,
     interval: float,
     on_error: Callable[[Exception], None],

@@ -3,15 +3,17 @@ namespace.
 
 Before it syncs anything, an operator joins: it registers its scope unless a live operator of
 the same owner (``operator:<cluster-name>``) has an overlapping one (the same namespace, or
-either watches all namespaces). It then keeps its entry alive with a heartbeat every third of
-``registry_ttl`` and removes it when it stops. An entry not renewed for ``registry_ttl``
-seconds (its operator was killed) no longer counts, and a start under the same identity (a
-restarted pod) replaces its entry at once (should the old run still be alive, it stops at its
-next heartbeat). A start that finds an overlapping live entry
-waits up to ``start_wait`` seconds for it to go (an old pod still terminating), then refuses
-with :class:`OperatorConflict`. A running operator whose entry was lost (it could not renew it
-for a whole ``registry_ttl``) registers again; if an overlapping operator took its place
-meanwhile, it stops with :class:`OperatorConflict` rather than sync beside it.
+either watches all namespaces); replicas of one kopf peering object with the same scope do not
+count as overlapping (kopf keeps one of them active, :mod:`tickwork.operator.peers`). It then
+keeps its entry alive with a heartbeat every third of ``registry_ttl`` and removes it when it
+stops. An entry not renewed for ``registry_ttl`` seconds (its operator was killed) no longer
+counts, and a start under the same identity (a restarted pod) replaces its entry at once
+(should the old run still be alive, it stops at its next heartbeat). A start that finds an
+overlapping live entry waits up to ``start_wait`` seconds for it to go (an old pod still
+terminating), then refuses with :class:`OperatorConflict`. A running operator whose entry was
+lost (it could not renew it for a whole ``registry_ttl``) registers again; if an overlapping
+operator took its place meanwhile, it stops with :class:`OperatorConflict` rather than sync
+beside it.
 """
 
 from __future__ import annotations
@@ -49,10 +51,11 @@ class Membership:
         self.registration = Registration(
             owner=config.owner,
             identity=config.identity,
-            token=uuid.uuid4().hex,
+            token=uuid.uuid4().hex + ("" if config.standalone else f"/{config.peering}"),
             scope=config.namespaces,
             host=socket.gethostname(),
             pid=os.getpid(),
+            peering=None if config.standalone else config.peering,
         )
         self.joined = False
 

@@ -46,13 +46,16 @@ class Shown:
 
     entry: Entry
     body: kopf.Body
+    indexed_at: float = 0.0
+    """When it was indexed (monotonic time; the operator's view drops an entry indexed before
+    a listing that no longer holds its object)."""
 
     @classmethod
-    def of(cls, body: Mapping[str, Any]) -> Shown:
+    def of(cls, body: Mapping[str, Any], indexed_at: float = 0.0) -> Shown:
         """The object from kopf's body of one event (each event brings a new one, so it is
         kept as it is), or from a raw body."""
         view = body if isinstance(body, kopf.Body) else kopf.Body(cast(kopf.RawBody, body))
-        return cls(entry_of(view), view)
+        return cls(entry_of(view), view, indexed_at)
 
     @property
     def status(self) -> dict[str, Any]:

@@ -2,7 +2,8 @@
 (``/metrics``, ``/healthz``, ``/readyz``) on the configured port, the admission webhook when
 asked (served from the start: it needs no database), and the operator's entry in the registry
 (:mod:`tickwork.operator.registry`): kopf starts only once this operator has joined, and stops
-when its entry goes to an overlapping operator."""
+when its entry goes to an overlapping operator. kopf peers under the registry's identity, with
+the priority and lifetime of :mod:`tickwork.operator.peers`."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import kopf
+from kopf._core.engines import peering as kopf_peering
 
 from tickwork.clock import Clock
 from tickwork.http import ProbeServer, database_readiness
@@ -29,6 +31,7 @@ WATCH_SERVER_TIMEOUT_SECONDS = 300
 
 def operator_settings(config: OperatorConfig) -> kopf.OperatorSettings:
     settings = kopf.OperatorSettings()
+    settings.peering.lifetime = config.peering_lifetime
     settings.persistence.finalizer = FINALIZER
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(
         prefix=ANNOTATIONS_PREFIX
@@ -102,6 +105,8 @@ async def run(
                 namespaces=list(config.namespaces),
                 standalone=config.standalone,
                 peering_name=None if config.standalone else config.peering,
+                identity=kopf_peering.Identity(config.identity),
+                priority=runtime.priority,
                 **kopf_options,
             )
         )

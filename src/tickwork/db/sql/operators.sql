@@ -12,12 +12,17 @@ DELETE FROM tickwork.operators
 WHERE owner = %(owner)s AND (expires_at < now() OR identity = %(identity)s);
 
 -- name: operator_overlapping
--- Joining: the live operators of the owner whose scope overlaps this one's.
+-- Joining: the live operators of the owner whose scope overlaps this one's, but for the
+-- replicas of the same kopf peering object watching the same scope (their token ends in
+-- '/<peering>'; a standalone operator's has no '/'): kopf keeps one of them active.
 SELECT identity, scope, host, pid, extract(epoch FROM now() - started_at)::float8 AS age_seconds,
        extract(epoch FROM expires_at - now())::float8 AS expires_in_seconds
 FROM tickwork.operators
 WHERE owner = %(owner)s
   AND (cardinality(scope) = 0 OR cardinality(%(scope)s::text[]) = 0 OR scope && %(scope)s)
+  AND NOT (%(peering)s <> ''
+           AND split_part(token, '/', 2) = %(peering)s
+           AND scope @> %(scope)s::text[] AND scope <@ %(scope)s::text[])
 ORDER BY identity;
 
 -- name: operator_insert
