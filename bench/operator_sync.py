@@ -11,6 +11,9 @@ default durability).
 Named ``operator_sync.py``, not ``operator.py``: a script's folder comes first on
 ``sys.path``, and a file ``operator.py`` there would shadow the standard library's.
 
+The operator runs as the chart runs it: in the kopf peering ``tickwork`` (kmock serves the
+peering resource; the operator is alone in it, so active), or with ``--standalone``.
+
 Creates N Schedules as fast as the API accepts them (``--concurrency`` requests in flight),
 in one namespace or spread evenly over ``--namespaces`` (``bench-00``, ``bench-01``, ...), then
 prints the time until all N are enabled in ``tickwork.schedules``,
@@ -199,10 +202,29 @@ async def wait_for(condition, what: str, *, blocking: bool = True) -> float:  # 
     return time.monotonic()
 
 
+PEERINGS = "kopf.dev/v1/clusterkopfpeerings"
+
+
+async def add_peering(server: kmock.KubernetesEmulator) -> None:
+    """kopf's peering resource and the ClusterKopfPeering ``tickwork``, as the chart makes."""
+    server.resources[PEERINGS] = kmock.ResourceInfo(
+        kind="ClusterKopfPeering",
+        singular="clusterkopfpeering",
+        namespaced=False,
+        verbs={"get", "list", "watch", "create", "update", "patch", "delete"},
+    )
+    body = {"apiVersion": "kopf.dev/v1", "kind": "ClusterKopfPeering"}
+    async with server.post(
+        f"/apis/{PEERINGS}", json={**body, "metadata": {"name": "tickwork"}}
+    ) as response:
+        assert response.status < 300, await response.text()
+
+
 def start_operator(
     url: str, kubeconfig_path: str, port: int, args: argparse.Namespace, log: IO[bytes]
 ) -> subprocess.Popen[bytes]:
-    """``tickwork operator``, standalone, as its own process."""
+    """``tickwork operator`` as its own process: in the peering ``tickwork`` (the chart's
+    default; alone in it, so active), or ``--standalone``."""
     env = {**os.environ, "KUBECONFIG": kubeconfig_path}
     env.pop("KUBERNETES_SERVICE_HOST", None)
     command = [
@@ -212,7 +234,7 @@ def start_operator(
         "operator",
         "--database-url",
         url,
-        "--standalone",
+        *(["--standalone"] if args.standalone else []),
         "--http-host",
         "127.0.0.1",
         "--http-port",
@@ -235,6 +257,8 @@ async def run(url: str, args: argparse.Namespace, log: IO[bytes]) -> None:
     names = namespaces(args.namespaces)
     async with CountingEmulator() as server, kmock.Server(server):
         prepare(server)
+        if not args.standalone:
+            await add_peering(server)
         with tempfile.NamedTemporaryFile("w", suffix=".kubeconfig", delete=False) as config:
             config.write(kubeconfig(str(server.url)))
         port = free_port()
@@ -275,7 +299,8 @@ async def run(url: str, args: argparse.Namespace, log: IO[bytes]) -> None:
                 await asyncio.to_thread(operator.wait)
             os.unlink(config.name)
     mib = 1024 * 1024
-    print(f"schedules created at once:        {count} in {len(names)} namespace(s)")
+    peering = "--standalone" if args.standalone else "peering tickwork"
+    print(f"schedules created at once:        {count} in {len(names)} namespace(s), {peering}")
     print(f"all create requests answered:      {created - started:.2f} s")
     print(f"all {count} in PostgreSQL:          {stored - started:.2f} s")
     print(f"sync transactions used:            {syncs(samples, names):.0f}")
@@ -305,6 +330,9 @@ def main() -> None:
     parser.add_argument("--namespaces", type=int, default=1, help="spread over this many")
     parser.add_argument("--concurrency", type=int, default=50, help="create requests in flight")
     parser.add_argument("--status-interval", type=float, default=10.0)
+    parser.add_argument(
+        "--standalone", action="store_true", help="no kopf peering (default: the chart's peering)"
+    )
     parser.add_argument(
         "--log-level", default="info", help="the operator's (its default: what users run)"
     )

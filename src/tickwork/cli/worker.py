@@ -148,12 +148,17 @@ async def serve(
         received.append(signum)
         name = signal.Signals(signum).name
         if len(received) == 1:
+            running = worker.running_jobs
+            waiting = (
+                f"waiting up to {worker.settings.shutdown_grace_seconds:g}s for {running} "
+                f"running job{'' if running == 1 else 's'} to finish"
+                if running
+                else "no job is running"
+            )
             log.warning(
-                "%s: stopping gracefully: waiting up to %gs for %d running jobs to finish "
-                "(send it again to exit at once)",
+                "%s: stopping gracefully: %s (send it again to exit at once)",
                 name,
-                worker.settings.shutdown_grace_seconds,
-                worker.running_jobs,
+                waiting,
                 extra=fields(action="shutdown_requested", worker=worker.name),
             )
             worker.stop()
