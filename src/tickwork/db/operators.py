@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tickwork.db import budget
 from tickwork.db.namespaces import Scope as Scope
 from tickwork.db.store import Op, nothing
 
@@ -22,6 +23,8 @@ class Registration:
     scope: Scope
     host: str
     pid: int
+    connections: int | None = budget.operator().total
+    """The most connections it holds on the server (:func:`tickwork.db.budget.operator`)."""
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,7 @@ def insert(registration: Registration, ttl_seconds: float) -> Op[None]:
             "scope": list(registration.scope),
             "host": registration.host,
             "pid": registration.pid,
+            "connections": registration.connections,
             "ttl_seconds": ttl_seconds,
         },
         nothing,

@@ -48,7 +48,7 @@ from typing import Any
 from tickwork import logs, metrics
 from tickwork.app import App
 from tickwork.clock import Clock, cancel_all, sleep
-from tickwork.db import connections, store
+from tickwork.db import budget, connections, server, store
 from tickwork.db import duties as duties_db
 from tickwork.db import jobs as jobs_db
 from tickwork.db import workers as workers_db
@@ -122,6 +122,13 @@ class Worker:
             2 * settings.concurrency, thread_name_prefix="tickwork-task"
         )
         self._pool: Pool | None = None
+        self.footprint = budget.worker(
+            listening=bool(settings.notifications_url),
+            probing=bool(settings.http_port),
+            pooled=settings.pooler == "transaction",
+        )
+        """The most connections this process holds on the server (:mod:`tickwork.db.budget`):
+        the size of its pool, and what its row records."""
         self.meters = meters or metrics.JobMeters()
         self.outcomes = Outcomes(
             name=self.name,
@@ -227,11 +234,16 @@ class Worker:
     # --- the whole process ------------------------------------------------------------
 
     async def run(self) -> None:
-        # Six here and the heartbeat's own: at most seven connections (docs/deployment.md).
-        self._pool = connections.async_pool(self.settings.database_url, min_size=2, max_size=6)
+        # The whole budget of a worker's connections is tickwork.db.budget's.
+        self._pool = connections.async_pool(
+            self.settings.database_url,
+            min_size=budget.WORKER_POOL_MIN,
+            max_size=budget.WORKER_POOL,
+        )
         await self._pool.open(wait=True, timeout=15)
         self._watch.start()
         try:
+            await self.check_budget()
             await self._register()
             logs.CURRENT_WORKER.set(self.name)  # the tasks started below inherit it
             tasks = [(kind, task.rule) for kind, task in self.app.registry.items()]
@@ -284,6 +296,28 @@ class Worker:
         self.failed = True
         self.stop()
 
+    async def check_budget(self) -> budget.Verdict | None:
+        """Log the connection budget once, before registering: the live fleet's connections
+        and this worker's against the server's ``max_connections`` less its reserved slots
+        (:func:`tickwork.db.budget.report`: a warning when tight, an error when over, and the
+        worker starts all the same). Not compared behind a transaction pooler (None), nor when
+        it cannot be read (None, with a warning)."""
+        if self.settings.pooler == "transaction":
+            budget.report_pooled(self.footprint, log, worker=self.name)
+            return None
+        try:
+            async with self.pool.connection() as conn:
+                found = await server.abudget(conn, self.footprint, self.clock.now())
+        except Exception as exc:
+            log.warning(
+                "connection budget not checked: %s: %s",
+                type(exc).__name__,
+                " ".join(str(exc).split()) or "?",
+                extra=fields(action="connection_budget", worker=self.name),
+            )
+            return None
+        return budget.report(found, log, worker=self.name)
+
     async def _register(self) -> None:
         """Register this process under its name, or the default name with a suffix; raise
         :class:`identity.NameTaken` when a live process holds the name (:mod:`.identity`)."""
@@ -303,6 +337,7 @@ class Worker:
                         pid=os.getpid(),
                         heartbeat_seconds=self.settings.heartbeat_seconds,
                         ttl_seconds=self.settings.worker_ttl_seconds,
+                        connections=self.footprint.total,
                         now=self.clock.now(),
                     ),
                 )
