@@ -15,6 +15,10 @@ from tickwork.db.budget import Budget, Fleet, Footprint, Kind, Server, report
 from tickwork.db.store import Op, Row, arun, run
 from tickwork.logs import fields
 
+START_TIMEOUT_SECONDS = 3
+"""How long :func:`check_at_start` waits for a connection: the budget is worth a line in the
+log, not a slow start (an unreachable database is the caller's to retry and report)."""
+
 
 def connection_limits() -> Op[Server]:
     return Op(
@@ -109,7 +113,7 @@ def check_at_start(url: str, own: Footprint, logger: logging.Logger, **extra: ob
     (:func:`tickwork.db.budget.report`), for a process starting without a pool yet; a budget
     that cannot be read is a warning, never a failure to start."""
     try:
-        with connections.connect(url, timeout=connections.CONNECT_TIMEOUT_SECONDS) as conn:
+        with connections.connect(url, timeout=START_TIMEOUT_SECONDS) as conn:
             found = budget(conn, own, None)
     except connections.DatabaseError as exc:
         logger.warning(
