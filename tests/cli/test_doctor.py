@@ -25,7 +25,8 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 from tests.cli.test_cli import TICKWORK, _env, _with_path, one_line_error, tickwork_cmd
-from tickwork.db import budget, migrate, store
+from tests.db.test_pgbouncer import bouncer  # noqa: F401 (a fixture)
+from tickwork.db import budget, embedded, migrate, store
 from tickwork.db import workers as workers_db
 from tickwork.db.embedded import EmbeddedPostgres
 
@@ -311,3 +312,17 @@ def test_workers_starting_past_the_budget_warn_then_err_with_the_numbers(
     finally:
         for worker in workers:
             worker.stop()
+
+
+def test_doctor_through_pgbouncer_reads_the_servers_settings(
+    request: pytest.FixtureRequest,
+) -> None:
+    """Through a transaction-mode pooler the queries reach the server: its max_connections,
+    and in pg_stat_activity its real connections (the pooler's among them)."""
+    url = request.getfixturevalue("bouncer")  # tests.db.test_pgbouncer's
+    result = tickwork_cmd("doctor", "-o", "json", database_url=url)
+
+    assert result.returncode in (0, 3), result.stderr
+    checks = {check["check"]: check for check in json.loads(result.stdout)}
+    assert checks["max_connections"]["setting"] == embedded.MAX_CONNECTIONS
+    assert checks["connections in use"]["in_use"] >= 1
