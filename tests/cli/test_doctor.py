@@ -16,6 +16,8 @@ import textwrap
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +28,8 @@ from psycopg.conninfo import make_conninfo
 
 from tests.cli.test_cli import TICKWORK, _env, _with_path, one_line_error, tickwork_cmd
 from tests.db.test_pgbouncer import bouncer  # noqa: F401 (a fixture)
-from tickwork.db import budget, embedded, migrate, store
+from tickwork.cli import doctor
+from tickwork.db import budget, embedded, migrate, server, store
 from tickwork.db import workers as workers_db
 from tickwork.db.embedded import EmbeddedPostgres
 
@@ -109,6 +112,95 @@ def register_operator(conn: psycopg.Connection, identity: str) -> None:
         " expires_at) VALUES ('operator:x', %s, 't', '{}', 'h', 1, 3, now() + interval '1h')",
         (identity,),
     )
+
+
+# --- the verdicts, without a server ---------------------------------------------------------
+
+NOW = datetime(2026, 12, 6, 12, 0, tzinfo=UTC)
+
+
+def findings(**changes: Any) -> doctor.Findings:
+    """What a healthy server shows; ``settings`` entries and other fields replaced."""
+    settings = {
+        "idle_in_transaction_session_timeout": ("600000", "ms"),
+        "statement_timeout": ("0", "ms"),
+        "lock_timeout": ("0", "ms"),
+        "autovacuum": ("on", None),
+        "track_counts": ("on", None),
+        "autovacuum_vacuum_threshold": ("50", None),
+        "autovacuum_vacuum_scale_factor": ("0.2", None),
+        **changes.pop("settings", {}),
+    }
+    base = doctor.Findings(
+        limits=budget.Server(100, 3),
+        fleet=(budget.Fleet(budget.Kind.WORKER, 2, 26), budget.Fleet(budget.Kind.OPERATOR, 1, 3)),
+        activity=server.Activity(20, 18, 0, 2.0),
+        settings={
+            name: server.Setting(name, value, unit) for name, (value, unit) in settings.items()
+        },
+        jobs=server.JobsTable({}, 100_000, 500, NOW - timedelta(minutes=3), None, NOW),
+        pending=(),
+    )
+    return replace(base, **changes)
+
+
+def verdicts(found: doctor.Findings) -> dict[str, str]:
+    return {check.name: check.verdict for check in doctor.judge(found)}
+
+
+def test_a_healthy_server_is_ok_throughout() -> None:
+    assert set(verdicts(findings()).values()) == {"ok"}
+
+
+@pytest.mark.parametrize(
+    ("changes", "check", "words"),
+    [
+        ({"settings": {"idle_in_transaction_session_timeout": ("0", "ms")}},
+         "idle_in_transaction_session_timeout", "ALTER ROLE tickwork SET"),
+        ({"settings": {"statement_timeout": ("5", "s")}}, "statement_timeout", "raise it to 1min"),
+        ({"settings": {"lock_timeout": ("200", "ms")}}, "lock_timeout", "raise it to 1s"),
+        ({"settings": {"autovacuum": ("off", None)}}, "autovacuum", "turn on autovacuum"),
+        ({"settings": {"track_counts": ("off", None)}}, "autovacuum", "track_counts"),
+        ({"jobs": server.JobsTable({"autovacuum_enabled": "false"}, 10, 0, None, None, NOW)},
+         "tickwork.jobs autovacuum", "RESET (autovacuum_enabled)"),
+        ({"jobs": server.JobsTable({}, 100_000, 50_000, None, None, NOW)},
+         "tickwork.jobs dead rows", "autovacuum is behind"),
+        ({"activity": server.Activity(20, 18, 1, 7200.0)},
+         "oldest open transaction", "pg_terminate_backend"),
+        ({"activity": server.Activity(90, 18, 0, None)}, "connections in use", "pg_stat_activity"),
+        ({"fleet": (budget.Fleet(budget.Kind.WORKER, 6, 78),)}, "connection budget", "PgBouncer"),
+        ({"fleet": (budget.Fleet(budget.Kind.WORKER, 6, 78),)}, "max_connections",
+         "at least 101"),  # ceil(78 / 0.8) + 3
+        ({"fleet": None}, "connection budget", "migration 0023"),
+        ({"pending": ("0023_connection_budget.sql",)}, "migrations", "tickwork migrate"),
+    ],
+)  # fmt: skip
+def test_each_check_warns_with_what_to_change(
+    changes: dict[str, Any], check: str, words: str
+) -> None:
+    found = {c.name: c for c in doctor.judge(findings(**changes))}
+    assert found[check].verdict == "warn"
+    assert words in (found[check].change or "")
+    assert [name for name, c in found.items() if c.verdict == "warn"] in (
+        [check],
+        ["connection budget", "max_connections"],  # the two sides of one budget
+    )
+
+
+def test_a_long_statement_timeout_and_the_tables_own_vacuum_settings_are_fine() -> None:
+    found = findings(
+        settings={"statement_timeout": ("5", "min")},
+        jobs=server.JobsTable(
+            {"autovacuum_vacuum_scale_factor": "0.01", "fillfactor": "80"}, 10, 0, None, None, NOW
+        ),
+    )
+    checks = {c.name: c for c in doctor.judge(found)}
+    assert checks["statement_timeout"].value == "5min"
+    assert checks["tickwork.jobs autovacuum"].value == "autovacuum_vacuum_scale_factor=0.01"
+    assert set(verdicts(found).values()) == {"ok"}
+
+
+# --- the real command against the small server ----------------------------------------------
 
 
 def test_doctor_on_a_small_server_names_the_budget_and_what_to_change(
