@@ -135,6 +135,7 @@ def findings(**changes: Any) -> doctor.Findings:
         limits=budget.Server(100, 3),
         fleet=(budget.Fleet(budget.Kind.WORKER, 2, 26), budget.Fleet(budget.Kind.OPERATOR, 1, 3)),
         activity=server.Activity(20, 18, 0, 2.0),
+        own_limits=server.OwnLimits("tickwork", -1, "app", -1),
         settings={
             name: server.Setting(name, value, unit) for name, (value, unit) in settings.items()
         },
@@ -173,6 +174,10 @@ def test_a_healthy_server_is_ok_throughout() -> None:
          "at least 101"),  # ceil(78 / 0.8) + 3
         ({"fleet": None}, "connection budget", "migration 0023"),
         ({"pending": ("0023_connection_budget.sql",)}, "migrations", "tickwork migrate"),
+        ({"own_limits": server.OwnLimits("tickwork", 30, "app", -1)},
+         "role and database connection limits", "ALTER ROLE tickwork CONNECTION LIMIT 37"),
+        ({"own_limits": server.OwnLimits("tickwork", 100, "app", 20)},
+         "role and database connection limits", "database app allows 20"),
     ],
 )  # fmt: skip
 def test_each_check_warns_with_what_to_change(
@@ -214,6 +219,10 @@ def test_doctor_on_a_small_server_names_the_budget_and_what_to_change(
         " WHERE name = 'w-gone'"
     )  # missed two heartbeats: stale, not counted
     register_operator(small_conn, "op-1")
+    database = small_conn.info.dbname
+    small_conn.execute(
+        sql.SQL("ALTER DATABASE {} CONNECTION LIMIT 20").format(sql.Identifier(database))
+    )
 
     result = tickwork_cmd("doctor", database_url=small_url)
 
@@ -243,6 +252,16 @@ def test_doctor_on_a_small_server_names_the_budget_and_what_to_change(
     assert rows["idle_in_transaction_session_timeout"][1:] == ["warn", "0", "(off)"]
     assert rows["autovacuum"][1:] == ["ok", "on"]
     assert rows["migrations"][1:] == ["ok", "up", "to", "date"]
+    assert rows["role and database connection limits"][5:] == [
+        "warn",
+        "database",
+        f"{database}:",
+        "20",
+    ]
+    assert (
+        f"database {database} allows 20: raise it (ALTER DATABASE {database} CONNECTION LIMIT 37)"
+        in out
+    )
     assert "max_connections: raise it to at least 40" in out  # ceil(29 / 0.8) + 3
     assert "raise max_connections, or put PgBouncer in transaction mode" in out
 

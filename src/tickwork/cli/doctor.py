@@ -3,7 +3,8 @@ each judged ``ok`` or ``warn`` with what to change.
 
 The budget: the live fleet's registered connections (workers and operators record the most they
 hold, :mod:`tickwork.db.budget`) against ``max_connections`` less the reserved slots, what the
-server has in use now, and what one more worker would add. The settings: ``max_connections``,
+server has in use now, what one more worker would add, and the ``CONNECTION LIMIT`` of the
+command's role and database. The settings: ``max_connections``,
 ``superuser_reserved_connections`` (and ``reserved_connections`` from PostgreSQL 16),
 ``idle_in_transaction_session_timeout``, ``statement_timeout``, ``lock_timeout``, autovacuum
 (globally and ``tickwork.jobs``' own storage options), ``tickwork.jobs``' dead rows and last
@@ -79,6 +80,7 @@ class Findings:
     fleet: tuple[budget.Fleet, ...] | None
     """None: the registry does not record connections yet (migration 0023 pending)."""
     activity: server.Activity
+    own_limits: server.OwnLimits
     settings: dict[str, server.Setting]
     jobs: server.JobsTable
     pending: tuple[str, ...]
@@ -128,6 +130,7 @@ def read(url: str) -> Findings:
             limits=store.run(conn, server.connection_limits()),
             fleet=fleet,
             activity=store.run(conn, server.activity()),
+            own_limits=store.run(conn, server.own_limits()),
             settings=store.run(conn, server.settings(SETTINGS)),
             jobs=store.run(conn, server.jobs_table()),
             pending=pending,
@@ -268,6 +271,7 @@ def _budget_checks(f: Findings) -> list[Check]:
             {"setting": limits.max_connections, "needed": needed},
         )
     )
+    checks.append(_own_limits_check(f.own_limits, total if f.fleet is not None else None))
     reserved = f"{limits.superuser_reserved}"
     if "reserved_connections" in f.settings:
         reserved += f" + reserved_connections {limits.reserved}"
@@ -281,6 +285,46 @@ def _budget_checks(f: Findings) -> list[Check]:
         )
     )
     return checks
+
+
+def _own_limits_check(own: server.OwnLimits, total: int | None) -> Check:
+    """The role's and the database's CONNECTION LIMIT, against the fleet when it connects as
+    this role to this database (as the command is meant to)."""
+    limits = [
+        (f"role {own.role}", own.role_limit, f"ALTER ROLE {own.role} CONNECTION LIMIT"),
+        (
+            f"database {own.database}",
+            own.database_limit,
+            f"ALTER DATABASE {own.database} CONNECTION LIMIT",
+        ),
+    ]
+    set_ = [(what, limit, fix) for what, limit, fix in limits if limit >= 0]
+    data = {
+        "role": own.role,
+        "role_limit": own.role_limit,
+        "database": own.database,
+        "database_limit": own.database_limit,
+    }
+    if not set_:
+        return Check("role and database connection limits", "none", OK, None, data)
+    value = ", ".join(f"{what}: {limit}" for what, limit, _ in set_)
+    tight = [
+        (what, limit, fix)
+        for what, limit, fix in set_
+        if total is not None and total > budget.WARN_SHARE * limit
+    ]
+    if not tight:
+        return Check("role and database connection limits", value, OK, None, data)
+    what, limit, fix = min(tight, key=lambda t: t[1])
+    needed = math.ceil((total or 0) / budget.WARN_SHARE)
+    return Check(
+        "role and database connection limits",
+        value,
+        WARN,
+        f"the fleet may open {total} connections but {what} allows {limit}: raise it "
+        f"({fix} {needed}), if the fleet connects as this role to this database",
+        data,
+    )
 
 
 def verdict_words(verdict: budget.Verdict) -> str:

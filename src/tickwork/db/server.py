@@ -57,6 +57,20 @@ def activity() -> Op[Activity]:
 
 
 @dataclass(frozen=True)
+class OwnLimits:
+    """The ``CONNECTION LIMIT`` of this session's role and of its database (-1: none)."""
+
+    role: str
+    role_limit: int
+    database: str
+    database_limit: int
+
+
+def own_limits() -> Op[OwnLimits]:
+    return Op("server_own_limits", {}, lambda rows: OwnLimits(**rows[0]))
+
+
+@dataclass(frozen=True)
 class Setting:
     name: str
     setting: str

@@ -54,3 +54,12 @@ SELECT coalesce(c.reloptions, '{}') AS options,
        s.last_autovacuum AS last_autovacuum_at, now() AS now
 FROM pg_class c LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid
 WHERE c.oid = 'tickwork.jobs'::regclass;
+
+-- name: server_own_limits
+-- The connection limits of this session's role and database (CONNECTION LIMIT; -1: none),
+-- which refuse connections before max_connections does.
+SELECT current_user AS role,
+       (SELECT rolconnlimit FROM pg_roles WHERE rolname = current_user)::integer AS role_limit,
+       current_database() AS database,
+       (SELECT datconnlimit FROM pg_database WHERE datname = current_database())::integer
+           AS database_limit;
