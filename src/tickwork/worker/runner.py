@@ -127,8 +127,8 @@ class Worker:
             probing=bool(settings.http_port),
             pooled=settings.pooler == "transaction",
         )
-        """The most connections this process holds on the server (:mod:`tickwork.db.budget`):
-        the size of its pool, and what its row records."""
+        """The most connections this process holds on the server (:mod:`tickwork.db.budget`,
+        which also sizes its pool): what its row records and its start-up budget counts."""
         self.meters = meters or metrics.JobMeters()
         self.outcomes = Outcomes(
             name=self.name,
