@@ -12,7 +12,7 @@ from typing import Any, TypedDict, TypeVar, Unpack
 
 from tickwork import metrics, tracing, transitions
 from tickwork.clock import Clock, DatabaseClock
-from tickwork.db import connections, store
+from tickwork.db import budget, connections, store
 from tickwork.db import jobs as jobs_db
 from tickwork.errors import (
     ConfigurationError,
@@ -162,7 +162,9 @@ class App(FlowControls, ScheduleControls):
             # One connection first: an unreachable database is one clear DatabaseUnavailable
             # (where and why) within the connect timeout, not a PoolTimeout after it.
             connections.check(self.database_url)
-            pool = connections.pool(self.database_url, max_size=4, check=self._check_connections)
+            pool = connections.pool(
+                self.database_url, max_size=budget.APP_POOL, check=self._check_connections
+            )
             pool.open(wait=True, timeout=10)
             self._pool = pool
         with self._pool.connection() as conn, connections.schema_required():
@@ -178,7 +180,7 @@ class App(FlowControls, ScheduleControls):
     async def _async_pool_get(self) -> connections.AsyncPool:
         if self._async_pool is None:
             await asyncio.to_thread(connections.check, self.database_url)
-            pool = connections.async_pool(self.database_url, min_size=1, max_size=4)
+            pool = connections.async_pool(self.database_url, min_size=1, max_size=budget.APP_POOL)
             await pool.open(wait=True, timeout=10)
             self._async_pool = pool
         return self._async_pool

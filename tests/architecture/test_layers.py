@@ -44,6 +44,7 @@ PURE = [
     "tickwork.operator.translate",
     "tickwork.operator.desired",
     "tickwork.operator.events",
+    "tickwork.db.budget",
 ]
 """Logic that tests exhaustively without a database."""
 

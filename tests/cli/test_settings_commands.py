@@ -50,6 +50,7 @@ COMMANDS: dict[str, tuple[type, ...]] = {
     "namespaces": (DatabaseSettings,),
     "kinds": (DatabaseSettings,),
     "limits": (DatabaseSettings,),
+    "doctor": (DatabaseSettings,),
     "preview": (),
 }
 

@@ -28,7 +28,7 @@ import socket
 import stat
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -177,9 +177,10 @@ class EmbeddedPostgres:
     """A PostgreSQL server owned by this process, in a directory of its own.
 
     ``durable=False`` turns off fsync, synchronous commit and full page writes (tests);
-    keep the default for anything whose timing or data matters. Starting a directory whose
-    server another live process started fails; a server left running by a process that died
-    is adopted, and stopped by :meth:`stop` like one we started.
+    keep the default for anything whose timing or data matters. ``settings`` are more
+    ``name=value`` server settings, after (so over) the defaults: ``("max_connections=20",)``.
+    Starting a directory whose server another live process started fails; a server left
+    running by a process that died is adopted, and stopped by :meth:`stop` like one we started.
     """
 
     def __init__(
@@ -189,8 +190,10 @@ class EmbeddedPostgres:
         port: int | None = None,
         durable: bool = True,
         log_file: Path | None = None,
+        settings: Sequence[str] = (),
     ) -> None:
         self._data_dir = Path(data_dir).absolute()
+        self._settings = tuple(settings)
         self._port = port
         self._durable = durable
         self._log_file = log_file if log_file is not None else self._data_dir / "postgres.log"
@@ -339,6 +342,7 @@ class EmbeddedPostgres:
             ]
             if not self._durable:
                 settings += NOT_DURABLE
+            settings += self._settings
             for setting in settings:
                 command += ["-c", setting]
             with self._open_log() as log:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tickwork.db import budget
 from tickwork.db.namespaces import Scope as Scope
 from tickwork.db.store import Op, nothing
 
@@ -27,6 +28,8 @@ class Registration:
     """The kopf peering object's name (None: ``--standalone``): replicas of one peering
     object watching the same scope are one operator to the registry, kopf keeps one of them
     active."""
+    connections: int | None = budget.operator().total
+    """The most connections it holds on the server (:func:`tickwork.db.budget.operator`)."""
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,7 @@ def insert(registration: Registration, ttl_seconds: float) -> Op[None]:
             "scope": list(registration.scope),
             "host": registration.host,
             "pid": registration.pid,
+            "connections": registration.connections,
             "ttl_seconds": ttl_seconds,
         },
         nothing,

@@ -52,10 +52,13 @@ def register_worker(
     incarnation: UUID | None = None,
     heartbeat_seconds: float = 10.0,
     ttl_seconds: float = 120.0,
+    connections: int | None = None,
 ) -> Op[Holder | None]:
     """Register a process as ``name`` unless a live one (seen within ``ttl_seconds``) of
     another incarnation holds it; returns who holds the name now (None: try again).
-    ``incarnation`` None: a new one (a row written by hand, as tests do)."""
+    ``incarnation`` None: a new one (a row written by hand, as tests do). ``connections``: the
+    most it holds on the server (:func:`tickwork.db.budget.worker`); None: not recorded, as a
+    worker of an earlier version."""
     return Op(
         "worker_register",
         {
@@ -68,6 +71,7 @@ def register_worker(
             "host": host,
             "pid": pid,
             "heartbeat_seconds": heartbeat_seconds,
+            "connections": connections,
             "ttl_seconds": ttl_seconds,
             "now": now,
         },

@@ -16,7 +16,7 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
-from tickwork.db import connections, operators, store
+from tickwork.db import budget, connections, operators, store
 from tickwork.db import jobs as jobs_db
 from tickwork.db import namespaces as namespaces_db
 from tickwork.db import pauses as pauses_db
@@ -32,7 +32,7 @@ from tickwork.transitions import Outcome
 
 T = TypeVar("T")
 
-POOL_SIZE = 2
+POOL_SIZE = budget.OPERATOR_POOL
 
 DatabaseError = connections.DatabaseError
 """What a call raises when the database is unreachable or refuses."""

@@ -17,6 +17,7 @@ import kopf
 from kopf._core.engines import peering as kopf_peering
 
 from tickwork.clock import Clock
+from tickwork.db import budget, server
 from tickwork.http import ProbeServer, database_readiness
 from tickwork.logs import fields
 from tickwork.operator import handlers, registry, tenants, webhook
@@ -89,6 +90,7 @@ async def run(
     try:
         if admission is not None:  # before joining: it needs no database
             await admission.start()
+        await asyncio.to_thread(server.check_at_start, config.database_url, budget.operator(), log)
         await membership.join()
         log.info(
             "metrics on http://%s:%d/metrics, with /healthz and /readyz%s",

@@ -49,7 +49,7 @@ from typing import Any
 from tickwork import logs, metrics
 from tickwork.app import App
 from tickwork.clock import Clock, cancel_all
-from tickwork.db import connections, store
+from tickwork.db import budget, connections, server, store
 from tickwork.db import jobs as jobs_db
 from tickwork.db import workers as workers_db
 from tickwork.flow import task_rules
@@ -105,6 +105,9 @@ class Worker:
         self._schedules_wake = asyncio.Event()
         self._stopping = asyncio.Event()
         self._pool: Pool | None = None
+        self.footprint = _footprint(settings)
+        """The most connections this process holds on the server (:mod:`tickwork.db.budget`,
+        which also sizes its pool): what its row records and its start-up budget counts."""
         self.meters = meters or metrics.JobMeters()
         self._liveness = Liveness()
         pool = lambda: self.pool  # noqa: E731 (the pool opens in run)
@@ -163,14 +166,6 @@ class Worker:
             liveness=self._liveness,
             pool=pool,
         )
-        self._listener = Listener(
-            settings=settings,
-            queues=self.queues,
-            held=self.held,
-            jobs=self.claimer.wake,
-            schedules=self._schedules_wake,
-            cancels=self._heartbeat.wake,
-        )
         self._watch = loop_watch.LoopWatch(
             stall_seconds=loop_watch.threshold(settings.lease_seconds),
             job_of=self.held.running_on,
@@ -217,11 +212,16 @@ class Worker:
     # --- the whole process ------------------------------------------------------------
 
     async def run(self) -> None:
-        # Six here and the heartbeat's own: at most seven connections (docs/deployment.md).
-        self._pool = connections.async_pool(self.settings.database_url, min_size=2, max_size=6)
+        # The whole budget of a worker's connections is tickwork.db.budget's.
+        self._pool = connections.async_pool(
+            self.settings.database_url,
+            min_size=budget.WORKER_POOL_MIN,
+            max_size=budget.WORKER_POOL,
+        )
         await self._pool.open(wait=True, timeout=15)
         self._watch.start()
         try:
+            await self.check_budget()
             await self._register()
             logs.CURRENT_WORKER.set(self.name)  # the tasks started below inherit it
             tasks = [(kind, task.rule) for kind, task in self.app.registry.items()]
@@ -236,7 +236,7 @@ class Worker:
                 asyncio.create_task(coro, name=name)
                 for name, coro in (
                     ("claimer", self.claimer.run()),
-                    ("listener", self._listener.run()),
+                    ("listener", self._listener().run()),
                     ("maintenance", self.maintenance.run()),
                     *self._firing(),
                     *((loop.__name__, loop(self)) for loop in self._extra_loops),
@@ -260,6 +260,16 @@ class Worker:
             self.slots.threads.shutdown(wait=False, cancel_futures=True)
             await self._pool.close()
 
+    def _listener(self) -> Listener:
+        return Listener(
+            settings=self.settings,
+            queues=self.queues,
+            held=self.held,
+            jobs=self.claimer.wake,
+            schedules=self._schedules_wake,
+            cancels=self._heartbeat.wake,
+        )
+
     def _crashed(self, task: asyncio.Task[None]) -> None:
         """A loop that ends with an error stops the whole worker: no silent half-worker."""
         if task.cancelled() or task.exception() is None:
@@ -273,6 +283,10 @@ class Worker:
         )
         self.failed = True
         self.stop()
+
+    async def check_budget(self) -> budget.Verdict | None:
+        """Log the connection budget once, before registering (:func:`check_budget`)."""
+        return await check_budget(self.pool, self.settings, self.footprint, self.clock, self.name)
 
     async def _register(self) -> None:
         """Register this process under its name, or the default name with a suffix; raise
@@ -293,6 +307,7 @@ class Worker:
                         pid=os.getpid(),
                         heartbeat_seconds=self.settings.heartbeat_seconds,
                         ttl_seconds=self.settings.worker_ttl_seconds,
+                        connections=self.footprint.total,
                         now=self.clock.now(),
                     ),
                 )
@@ -443,3 +458,35 @@ def _services(app: App, settings: WorkerSettings, meters: metrics.JobMeters) -> 
         every = deaths.PendingHooksConfig(interval=settings.maintenance_seconds)
         services.append(deaths.PendingHooks(app.registry, every))
     return services
+
+
+def _footprint(settings: WorkerSettings) -> budget.Footprint:
+    return budget.worker(
+        listening=bool(settings.notifications_url),
+        probing=bool(settings.http_port),
+        pooled=settings.pooler == "transaction",
+    )
+
+
+async def check_budget(
+    pool: Pool, settings: WorkerSettings, footprint: budget.Footprint, clock: Clock, name: str
+) -> budget.Verdict | None:
+    """Log the connection budget: the live fleet's connections and this worker's against the
+    server's ``max_connections`` less its reserved slots (:func:`tickwork.db.budget.report`: a
+    warning when tight, an error when over, and the worker starts all the same). Not compared
+    behind a transaction pooler (None), nor when it cannot be read (None, with a warning)."""
+    if settings.pooler == "transaction":
+        budget.report_pooled(footprint, log, worker=name)
+        return None
+    try:
+        async with pool.connection() as conn:
+            found = await server.abudget(conn, footprint, clock.now())
+    except Exception as exc:
+        log.warning(
+            "connection budget not checked: %s: %s",
+            type(exc).__name__,
+            " ".join(str(exc).split()) or "?",
+            extra=fields(action="connection_budget", worker=name),
+        )
+        return None
+    return budget.report(found, log, worker=name)

@@ -26,8 +26,9 @@ WHERE owner = %(owner)s
 ORDER BY identity;
 
 -- name: operator_insert
-INSERT INTO tickwork.operators (owner, identity, token, scope, host, pid, started_at, expires_at)
-VALUES (%(owner)s, %(identity)s, %(token)s, %(scope)s, %(host)s, %(pid)s, now(),
+INSERT INTO tickwork.operators (owner, identity, token, scope, host, pid, connections,
+                                started_at, expires_at)
+VALUES (%(owner)s, %(identity)s, %(token)s, %(scope)s, %(host)s, %(pid)s, %(connections)s, now(),
         now() + make_interval(secs => %(ttl_seconds)s));
 
 -- name: operator_heartbeat

@@ -8,15 +8,16 @@
 -- this statement's snapshot; the caller tries again).
 WITH registered AS (
     INSERT INTO tickwork.workers AS w (name, incarnation, queues, kinds, namespaces, concurrency,
-                                       host, pid, heartbeat_seconds, started_at, last_seen_at)
+                                       host, pid, heartbeat_seconds, connections, started_at,
+                                       last_seen_at)
     VALUES (%(name)s, %(incarnation)s, %(queues)s, %(kinds)s, %(namespaces)s, %(concurrency)s,
-            %(host)s, %(pid)s, %(heartbeat_seconds)s, coalesce(%(now)s, now()),
+            %(host)s, %(pid)s, %(heartbeat_seconds)s, %(connections)s, coalesce(%(now)s, now()),
             coalesce(%(now)s, now()))
     ON CONFLICT (name) DO UPDATE
     SET incarnation = excluded.incarnation, queues = excluded.queues, kinds = excluded.kinds,
         namespaces = excluded.namespaces, concurrency = excluded.concurrency,
         host = excluded.host, pid = excluded.pid, heartbeat_seconds = excluded.heartbeat_seconds,
-        started_at = excluded.started_at, last_seen_at = excluded.last_seen_at
+        connections = excluded.connections, started_at = excluded.started_at, last_seen_at = excluded.last_seen_at
     WHERE w.incarnation = excluded.incarnation
        OR w.last_seen_at < coalesce(%(now)s, now()) - make_interval(secs => %(ttl_seconds)s)
     RETURNING w.incarnation, w.host, w.pid, w.last_seen_at
