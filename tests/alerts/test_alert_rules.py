@@ -293,6 +293,13 @@ MUTATIONS = [
     ),
     ("TickworkOperatorDown", "[3m]", "[30m]", "the window"),
     ("TickworkOperatorDown", "for: 2m", "for: 0m", "the hold"),
+    (
+        "TickworkNoActiveOperator",
+        '{job=~".+-operator-metrics"}',
+        "",
+        "the workers' copy of the family does not count",
+    ),
+    ("TickworkNoActiveOperator", "for: 5m", "for: 0m", "a takeover does not page"),
 ]
 
 

@@ -286,7 +286,8 @@ class Worker:
 
     async def check_budget(self) -> budget.Verdict | None:
         """Log the connection budget once, before registering (:func:`check_budget`)."""
-        return await check_budget(self.pool, self.settings, self.footprint, self.clock, self.name)
+        pool = lambda: self.pool  # noqa: E731 (not opened behind a pooler)
+        return await check_budget(pool, self.settings, self.footprint, self.clock, self.name)
 
     async def _register(self) -> None:
         """Register this process under its name, or the default name with a suffix; raise
@@ -469,7 +470,11 @@ def _footprint(settings: WorkerSettings) -> budget.Footprint:
 
 
 async def check_budget(
-    pool: Pool, settings: WorkerSettings, footprint: budget.Footprint, clock: Clock, name: str
+    pool: Callable[[], Pool],
+    settings: WorkerSettings,
+    footprint: budget.Footprint,
+    clock: Clock,
+    name: str,
 ) -> budget.Verdict | None:
     """Log the connection budget: the live fleet's connections and this worker's against the
     server's ``max_connections`` less its reserved slots (:func:`tickwork.db.budget.report`: a
@@ -479,7 +484,7 @@ async def check_budget(
         budget.report_pooled(footprint, log, worker=name)
         return None
     try:
-        async with pool.connection() as conn:
+        async with pool().connection() as conn:
             found = await server.abudget(conn, footprint, clock.now())
     except Exception as exc:
         log.warning(
