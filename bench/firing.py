@@ -4,20 +4,21 @@
     python bench/firing.py --every-second 200 --seconds 30 --processes 2
     python bench/firing.py --schedules 1000000 --namespaces 100 --spread 60 --processes 2
 
-Cron mode (``--schedules S``): S schedules ``M * * * *`` all due at the same minute M (the
+Cron mode (``--schedules S``): S schedules ``SEC M * * * *`` all due at the same second (the
 first one far enough ahead for the sync and the workers' start), fired by P worker processes
 (spawned) offering the benchmark's namespace. Prints the sync time, how many occurrences were
 fired and when the last job became visible, occurrences fired per second, and the firing lag.
 
 At scale (``--namespaces K`` and/or ``--spread T`` with ``--schedules S``): S schedules in K
-namespaces, hourly at the due minute with their seconds spread over the first T seconds of it
-(``SEC M * * * *``), fired by P worker processes each offering all K namespaces. The rows are
+namespaces, hourly, their due times spread over T seconds of one minute (``SEC M * * * *``;
+with T = 60 the whole minute from its start, with less the first T seconds that fit after the
+build), fired by P worker processes each offering all K namespaces. The rows are
 built in SQL, not one sync call: each namespace is synced (``sync_schedules``) with the T
 schedules of its seconds, then ``INSERT ... SELECT generate_series`` copies those rows under the
 other names (a spec holds no name, so each copy is the row sync writes for it; the benchmark
-checks a sample against the definitions). Prints the build time, how many fired within the
-due minute, the lag, occurrences fired per second, and each worker's memory (RSS when the
-schedules are due, and its peak).
+checks a sample against the definitions). Prints the build time, how many fired within a
+minute of the first due time, the lag, occurrences fired per second, and each worker's memory
+(RSS when the schedules are due, and its peak).
 
 Every-second mode (``--every-second S --seconds N``): S schedules ``every: 1s`` fired for N
 seconds; also counts the occurrences of the window that have no job (there must be none).
@@ -270,13 +271,13 @@ class CronRun:
 
 
 def measure_cron(url: str, schedules: int, processes: int, *, quiet: bool = False) -> CronRun:
-    """S schedules due in the same minute, fired by P worker processes: the figures."""
+    """S schedules due at the same second, fired by P worker processes: the figures."""
     _reset(url)
     with _workers(url, processes), psycopg.connect(url, autocommit=True) as conn:
         lead = timedelta(seconds=STARTUP_SECONDS + schedules / SYNC_RATE)
         now = _db_now(conn)
-        due = (now + lead).replace(second=0, microsecond=0) + timedelta(minutes=1)
-        expression = f"{due.minute} * * * *"
+        due = (now + lead).replace(microsecond=0) + timedelta(seconds=1)
+        expression = f"{due.second} {due.minute} * * * *"
         definitions = [
             ScheduleDefinition(name=f"s{i:06d}", job=JobTemplate(kind=KIND), schedule=expression)
             for i in range(schedules)
@@ -288,7 +289,9 @@ def measure_cron(url: str, schedules: int, processes: int, *, quiet: bool = Fals
             (NAMESPACE, due),
         )
         if waiting != schedules:
-            raise SystemExit(f"only {waiting} schedules wait for {due:%H:%M}Z: the sync was late")
+            raise SystemExit(
+                f"only {waiting} schedules wait for {due:%H:%M:%S}Z: the sync was late"
+            )
         ahead = (due - _db_now(conn)).total_seconds()
         if not quiet:
             print(f"  due at {due:%H:%M:%S}Z ({ahead:.1f} s after the sync)")
@@ -299,7 +302,7 @@ def measure_cron(url: str, schedules: int, processes: int, *, quiet: bool = Fals
 
 
 def run_cron(url: str, schedules: int, processes: int) -> None:
-    print(f"firing, cron: {schedules:,} schedules due in the same minute, P={processes}")
+    print(f"firing, cron: {schedules:,} schedules due at the same second, P={processes}")
     run = measure_cron(url, schedules, processes)
     status = "all fired" if run.fired == schedules else f"MISSING {schedules - run.fired}"
     print(
@@ -363,12 +366,21 @@ JOIN tickwork.schedules t
 """
 
 
-def _definition(index: int, minute: int, spread: int) -> ScheduleDefinition:
+def _definition(index: int, due: datetime, spread: int) -> ScheduleDefinition:
+    """Hourly, due ``index % spread`` seconds after the first due time ``due``."""
     return ScheduleDefinition(
         name=f"s{index:07d}",
         job=JobTemplate(kind=KIND),
-        schedule=f"{index % spread} {minute} * * * *",
+        schedule=f"{due.second + index % spread} {due.minute} * * * *",
     )
+
+
+def _first_due(now: datetime, lead: timedelta, spread: int) -> datetime:
+    """The first second after ``lead`` from which ``spread`` seconds fit in its minute."""
+    due = (now + lead).replace(microsecond=0) + timedelta(seconds=1)
+    if due.second + spread > 60:
+        due = due.replace(second=0) + timedelta(minutes=1)
+    return due
 
 
 def _build(
@@ -380,9 +392,7 @@ def _build(
     app = tickwork.App(url)
     try:
         for ns in namespaces:
-            templates = [
-                _definition(i, due.minute, spread) for i in range(min(spread, per_namespace))
-            ]
+            templates = [_definition(i, due, spread) for i in range(min(spread, per_namespace))]
             app.sync_schedules(ns, templates, owner=OWNER)
     finally:
         app.close()
@@ -399,7 +409,7 @@ def _build(
         for index in (spread, per_namespace // 2, per_namespace - 1):
             if index < spread:
                 continue
-            definition = _definition(index, due.minute, spread)
+            definition = _definition(index, due, spread)
             row = conn.execute(
                 "SELECT spec, next_run_at, revision FROM tickwork.schedules"
                 " WHERE namespace = %s AND name = %s",
@@ -468,7 +478,7 @@ def run_scale(
     with _workers(url, processes, names) as pids, psycopg.connect(url, autocommit=True) as conn:
         idle = [_rss(pid)[0] for pid in pids]
         lead = timedelta(seconds=STARTUP_SECONDS + total / BUILD_RATE)
-        due = (_db_now(conn) + lead).replace(second=0, microsecond=0) + timedelta(minutes=1)
+        due = _first_due(_db_now(conn), lead, spread)
         _build(url, names, per_namespace, spread, due)
         ahead = (due - _db_now(conn)).total_seconds()
         if ahead < 1:
@@ -505,7 +515,7 @@ def run_scale(
     fired, in_minute, p50, p99, worst, last = row
     status = "all fired" if in_minute == total else f"MISSING {total - in_minute} in the minute"
     after = ((last or visible) - due).total_seconds()
-    print(f"  fired within the due minute: {in_minute:,} of {total:,} ({status}); {fired:,} in all")
+    print(f"  fired within the minute: {in_minute:,} of {total:,} ({status}); {fired:,} in all")
     print(f"  last job committed {after:.3f} s after the first due time")
     print(f"  rate: {fired / max(after, spread):,.0f} occurrences/s (over the spread or longer)")
     _print_lag(Figures(fired, p50, p99, worst, due, last or visible, source))

@@ -14,7 +14,7 @@ default) deletes none of them during the run. Each time it measures:
   a time, each claim committed, until --claims claims are timed (queued again when drained);
   the claim statement timed from the client: p50, p99, max; and each batch claimed recorded
   succeeded (the worker's completion statement, committed) timed the same way;
-- firing latency: --schedules cron schedules due in the same minute, fired by --processes
+- firing latency: --schedules cron schedules due at the same second, fired by --processes
   worker processes, as ``bench/firing.py --schedules`` measures it: lag from due to commit
   p50/p99/max and occurrences per second;
 - the jobs table's size and each of its indexes'.

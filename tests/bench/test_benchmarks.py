@@ -34,7 +34,8 @@ EXTRA = {
     "bench/operator_sync.py": ["--status-interval", "0.5"],
     "bench/claim.py": ["--busy-jobs", "1000"],
     "bench/faults.py": ["--jobs", "200", "--workers", "2", "--cut-seconds", "3"],
-    "bench/soak.py": ["--seconds", "30", "--hold", "10", "--sample", "5", "--rate", "500"],
+    "bench/soak.py": ["--seconds", "12", "--hold", "4", "--sample", "2", "--rate", "500"],
+    "bench/fairness.py": ["--backlog", "2000", "--seconds", "3", "--warmup", "1"],
     "bench/notify.py": ["--rounds", "1", "--producers", "4"],
     "bench/pgbouncer.py": [
         *("--schedules", "3", "--seconds", "1", "--idle-seconds", "0.5", "--samples", "1")
