@@ -6,9 +6,10 @@ the body has finished (one file per process), so a test can count how often each
 in which process; ``f.work`` also appends it to ``$FAULT_DIR/starts-<pid>`` when it starts
 (a run cut short by a shutdown counts there). ``f.work`` takes ``$FAULT_WORK_SECONDS``
 (default 0.2) so that connection cuts land while jobs run; ``f.tick`` is the kind of the
-every-second schedules. ``f.block`` blocks the worker's event loop (a sync sleep in an async
-task) for ``payload["seconds"]``, and is recorded as it starts, so that a second start shows
-even if it never finishes.
+every-second schedules; with ``payload["until"]`` (a path), ``f.work`` runs until that file
+exists (at most ``payload["seconds"]``), so a test ends a job when it is ready. ``f.block``
+blocks the worker's event loop (a sync sleep in an async task) for ``payload["seconds"]``, and
+is recorded as it starts, so that a second start shows even if it never finishes.
 """
 
 from __future__ import annotations
@@ -38,7 +39,14 @@ def _ran(job: tickwork.Job, record: Path = _runs) -> None:
 @app.task(WORK)
 async def work(job: tickwork.Job) -> None:
     _ran(job, _starts)
-    await asyncio.sleep(float(job.payload.get("seconds", _seconds)))
+    seconds = float(job.payload.get("seconds", _seconds))
+    release = job.payload.get("until")
+    if release is None:
+        await asyncio.sleep(seconds)
+    else:  # runs until the test creates the file (at most ``seconds``)
+        deadline = time.monotonic() + seconds
+        while not Path(release).exists() and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
     _ran(job)
 
 

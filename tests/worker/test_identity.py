@@ -208,12 +208,13 @@ def _wait_logged(tmp_path: Path, key: str, needle: str, process: subprocess.Pope
     wait_until_sync(logged, timeout=60, what=f"{key} to log {needle}")
 
 
-def test_two_processes_given_one_pod_name_each_run_their_20s_job_exactly_once_through_a_cut(
+def test_two_processes_given_one_pod_name_each_run_their_long_job_exactly_once_through_a_cut(
     database_url: str, conn: psycopg.Connection, tmp_path: Path, start: Start
 ) -> None:
     """The issue's case: two processes given one name ($POD_NAME, as a Deployment's name
-    would be), a 20 s job in each; the second's connections are cut until its claim fails,
-    so its next claim adopts first. Each job runs exactly once, each in its own process."""
+    would be), a long job in each (running until the test releases it, after the cut: at most
+    60 s); the second's connections are cut until its claim fails, so its next claim adopts
+    first. Each job runs exactly once, each in its own process."""
     params = conninfo_to_dict(database_url)
     proxy = CutProxy(str(params.get("host") or "127.0.0.1"), int(params.get("port") or 5432))
     try:
@@ -227,8 +228,9 @@ def test_two_processes_given_one_pod_name_each_run_their_20s_job_exactly_once_th
 
         app = tickwork.App(database_url)
         try:
-            in_a = app.enqueue(WORK, {"seconds": 20}, queue="a")
-            in_b = app.enqueue(WORK, {"seconds": 20}, queue="b")
+            long_job = {"seconds": 60, "until": str(tmp_path / "release")}
+            in_a = app.enqueue(WORK, long_job, queue="a")
+            in_b = app.enqueue(WORK, long_job, queue="b")
         finally:
             app.close()
         wait_until_sync(
@@ -241,6 +243,8 @@ def test_two_processes_given_one_pod_name_each_run_their_20s_job_exactly_once_th
         proxy.down()  # the second still has a free slot: it keeps claiming, and fails
         _wait_logged(tmp_path, "second", "action=claim_failed", second)
         proxy.up()
+        _wait_logged(tmp_path, "second", "action=database_recovered", second)
+        (tmp_path / "release").touch()  # the jobs ran through the cut: let them end
         wait_until_sync(
             lambda: (
                 scalar(conn, "SELECT count(*) FROM tickwork.jobs WHERE status = 'succeeded'") == 2
