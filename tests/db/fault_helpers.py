@@ -45,6 +45,14 @@ class CutProxy:
         ready.set()
         self._loop.run_forever()
         server.close()
+        # Finish the connections' coroutines on their own loop, then close it: left for the
+        # garbage collector, each would complain that its loop is closed.
+        pending = asyncio.all_tasks(self._loop)
+        for task in pending:
+            task.cancel()
+        self._loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        self._loop.run_until_complete(server.wait_closed())
+        self._loop.close()
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if self.refusing:

@@ -270,7 +270,7 @@ def _most_at_once(spans: list[tuple[float, float]]) -> int:
 def test_backfilled_jobs_keep_their_schedules_overlap_policy_across_processes(
     database_url: str, conn: psycopg.Connection, tmp_path: Path, start_worker: StartWorker
 ) -> None:
-    """20 past minutes of per-minute schedules of 1 s jobs, backfilled, drained by three
+    """8 past minutes of per-minute schedules of 0.5 s jobs, backfilled, drained by three
     worker processes (room for 30 jobs at once): those of the Forbid, BufferOne and Replace
     schedules never two at a time, oldest occurrence first, none cancelled, while the Allow
     schedule's run side by side; the serial schedules run alongside each other (the fleet had
@@ -280,7 +280,7 @@ def test_backfilled_jobs_keep_their_schedules_overlap_policy_across_processes(
     _wait_registered(conn, names)
 
     policies = {p.value.lower(): p for p in ConcurrencyPolicy}
-    job = JobTemplate(kind=MP_TIMED_KIND, payload={"sleep": 1.0})
+    job = JobTemplate(kind=MP_TIMED_KIND, payload={"sleep": 0.5})
     app = tickwork.App(database_url)
     try:
         app.sync_schedules(
@@ -298,11 +298,11 @@ def test_backfilled_jobs_keep_their_schedules_overlap_policy_across_processes(
         )
         end = scalar(conn, "SELECT date_trunc('minute', now())")
         for name in policies:
-            assert app.backfill("bf", name, end - timedelta(minutes=19), end).created == 20
+            assert app.backfill("bf", name, end - timedelta(minutes=7), end).created == 8
     finally:
         app.close()
     wait_until_sync(
-        lambda: _counts(conn) == {"succeeded": 80}, timeout=90, what="every backfilled job"
+        lambda: _counts(conn) == {"succeeded": 32}, timeout=90, what="every backfilled job"
     )
     _stop(processes)
 
@@ -312,10 +312,10 @@ def test_backfilled_jobs_keep_their_schedules_overlap_policy_across_processes(
         "SELECT id, schedule_name FROM tickwork.jobs ORDER BY occurrence_at"
     ):
         by_schedule[name].append(spans[job_id])
-    assert sum(len(ran) for ran in by_schedule.values()) == len(spans) == 80, "each ran once"
+    assert sum(len(ran) for ran in by_schedule.values()) == len(spans) == 32, "each ran once"
     for name in ("forbid", "bufferone", "replace"):
         assert _most_at_once(by_schedule[name]) == 1, f"{name}: never two running"
         assert by_schedule[name] == sorted(by_schedule[name]), f"{name}: in occurrence order"
-    assert _most_at_once(by_schedule["allow"]) >= 10, "Allow: side by side"
+    assert _most_at_once(by_schedule["allow"]) >= 4, "Allow: side by side"
     serial = [span for name in ("forbid", "bufferone", "replace") for span in by_schedule[name]]
     assert _most_at_once(serial) == 3, "the serial schedules did not wait for each other"
