@@ -95,6 +95,7 @@ async def test_a_real_scrape_has_schedule_namespace_and_the_catalog_labels(
     )
     await server.start()
     scheduled = {"schedule_namespace": NS, "queue": "default", "kind": KIND}
+    enabled = {"schedule_namespace": NS, "state": "enabled"}
     unscheduled = {**scheduled, "schedule_namespace": metrics.NO_SCHEDULE}
     samples: list[tuple[str, dict[str, str], float]] = []
 
@@ -118,8 +119,15 @@ async def test_a_real_scrape_has_schedule_namespace_and_the_catalog_labels(
             clock.set(at(60))
             await app.enqueue_async(KIND, {})
             await wait_until(both_ran, what="a scheduled and an enqueued job to succeed")
-            await worker.maintain_once()  # the fleet gauges, by schedule namespace too
-            samples[:] = await _samples(server.port)
+
+            async def gauged() -> bool:
+                # The fleet gauges, by schedule namespace too: this round, or the worker's own
+                # maintenance loop when it holds the duty for the interval (still running).
+                await worker.maintain_once()
+                samples[:] = await _samples(server.port)
+                return value("tickwork_fleet_schedules", enabled) == 1
+
+            await wait_until(gauged, what="the fleet gauges")
     finally:
         await server.stop()
 
@@ -133,5 +141,4 @@ async def test_a_real_scrape_has_schedule_namespace_and_the_catalog_labels(
         assert value(name, scheduled) >= 1, name
         assert value(name, unscheduled) >= 1, name
     assert value("tickwork_schedule_firing_lag_seconds_count", {"schedule_namespace": NS}) >= 1
-    enabled = {"schedule_namespace": NS, "state": "enabled"}
     assert value("tickwork_fleet_schedules", enabled) == 1
