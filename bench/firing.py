@@ -69,6 +69,9 @@ OWNER = "bench"
 WORKER_PREFIX = "bench-firing-"
 STARTUP_SECONDS = 10.0
 """Time allowed for the worker processes to start (spawn, imports, pools)."""
+MARGIN_SECONDS = 2.0
+"""The first due time is this long after the expected end of the sync (the workers are
+registered by then, so their firing loops are up)."""
 SYNC_RATE = 10_000
 """Definitions synced per second, assumed when choosing the due minute (measured: ~15,000)."""
 SCALE_SERVER = {"shared_buffers": "2GB", "max_wal_size": "8GB"}
@@ -274,7 +277,7 @@ def measure_cron(url: str, schedules: int, processes: int, *, quiet: bool = Fals
     """S schedules due at the same second, fired by P worker processes: the figures."""
     _reset(url)
     with _workers(url, processes), psycopg.connect(url, autocommit=True) as conn:
-        lead = timedelta(seconds=STARTUP_SECONDS + schedules / SYNC_RATE)
+        lead = timedelta(seconds=MARGIN_SECONDS + schedules / SYNC_RATE)
         now = _db_now(conn)
         due = (now + lead).replace(microsecond=0) + timedelta(seconds=1)
         expression = f"{due.second} {due.minute} * * * *"
