@@ -52,7 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import servers
 
-from tests.operator.emulator import SCHEDULES, Emulator, kubeconfig, prepare
+from tests.operator.emulator import SCHEDULES, Emulator, add_peering, kubeconfig, prepare
 from tickwork.db import migrate
 
 NAMESPACE = "bench"
@@ -200,24 +200,6 @@ async def wait_for(condition, what: str, *, blocking: bool = True) -> float:  # 
             raise SystemExit(f"timed out waiting for {what}")
         await asyncio.sleep(0.05)
     return time.monotonic()
-
-
-PEERINGS = "kopf.dev/v1/clusterkopfpeerings"
-
-
-async def add_peering(server: kmock.KubernetesEmulator) -> None:
-    """kopf's peering resource and the ClusterKopfPeering ``tickwork``, as the chart makes."""
-    server.resources[PEERINGS] = kmock.ResourceInfo(
-        kind="ClusterKopfPeering",
-        singular="clusterkopfpeering",
-        namespaced=False,
-        verbs={"get", "list", "watch", "create", "update", "patch", "delete"},
-    )
-    body = {"apiVersion": "kopf.dev/v1", "kind": "ClusterKopfPeering"}
-    async with server.post(
-        f"/apis/{PEERINGS}", json={**body, "metadata": {"name": "tickwork"}}
-    ) as response:
-        assert response.status < 300, await response.text()
 
 
 def start_operator(

@@ -36,6 +36,7 @@ import kmock
 
 SCHEDULES = "tickwork.io/v1/schedules"
 TENANT_POLICIES = "tickwork.io/v1/tenantpolicies"
+PEERINGS = "kopf.dev/v1/clusterkopfpeerings"
 NAMESPACES_PATH = "/api/v1/namespaces"
 NAMESPACE_POLL_SECONDS = 0.1
 REVIEWS = frozenset({"subjectaccessreviews", "localsubjectaccessreviews"})
@@ -212,6 +213,20 @@ def prepare(server: kmock.KubernetesEmulator) -> None:
         namespaced=False,
         verbs={"get", "list", "watch", "create", "update", "patch", "delete"},
     )
+
+
+async def add_peering(server: kmock.KubernetesEmulator, name: str = "tickwork") -> None:
+    """kopf's cluster-wide peering resource in discovery, and the ClusterKopfPeering ``name``
+    (what the chart creates for the operator's replicas)."""
+    server.resources[PEERINGS] = kmock.ResourceInfo(
+        kind="ClusterKopfPeering",
+        singular="clusterkopfpeering",
+        namespaced=False,
+        verbs={"get", "list", "watch", "create", "update", "patch", "delete"},
+    )
+    body = {"apiVersion": "kopf.dev/v1", "kind": "ClusterKopfPeering"}
+    async with server.post(f"/apis/{PEERINGS}", json={**body, "metadata": {"name": name}}) as r:
+        assert r.status < 300, await r.text()
 
 
 def kubeconfig(url: str) -> str:

@@ -27,17 +27,16 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-import kmock
 import prometheus_client
 import psycopg
 import pytest
 
+from tests.operator.emulator import PEERINGS, add_peering
 from tests.operator.harness import Cluster, OperatorFactory
 from tests.support.helpers import wait_until
 from tickwork.operator import webhook
 
 TICKWORK = str(Path(sys.executable).parent / "tickwork")
-PEERINGS = "kopf.dev/v1/clusterkopfpeerings"
 SPEC: dict[str, Any] = {"schedule": "0 3 * * *", "job": {"kind": "f.job"}}
 NAMES = ("f1", "f2", "f3", "f4")
 TAKEOVER_SECONDS = 15.0
@@ -113,18 +112,7 @@ def certificate(tmp_path: Path) -> tuple[Path, Path]:
 @pytest.fixture
 async def peering(cluster: Cluster) -> Cluster:
     """kopf's peering resource in discovery, and the ClusterKopfPeering ``tickwork``."""
-    server: kmock.KubernetesEmulator = cluster.server
-    server.resources[PEERINGS] = kmock.ResourceInfo(
-        kind="ClusterKopfPeering",
-        singular="clusterkopfpeering",
-        namespaced=False,
-        verbs={"get", "list", "watch", "create", "update", "patch", "delete"},
-    )
-    body = {"apiVersion": "kopf.dev/v1", "kind": "ClusterKopfPeering"}
-    async with server.post(
-        f"/apis/{PEERINGS}", json={**body, "metadata": {"name": "tickwork"}}
-    ) as response:
-        assert response.status < 300, await response.text()
+    await add_peering(cluster.server)
     return cluster
 
 
