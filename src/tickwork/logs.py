@@ -89,9 +89,34 @@ def _type_name(exc: BaseException) -> str:
     )
 
 
+POOL_LOGGER = "psycopg.pool"
+_POOL_OUTAGE = (
+    "error connecting in ",
+    "discarding closed connection",
+    "discarding broken connection",
+)
+
+
+class PoolOutageFilter(logging.Filter):
+    """psycopg_pool warns once per connection it loses or fails to open in an outage (eight
+    lines for one database restart); tickwork's loops already log an outage once when it
+    starts and once when it ends (:class:`tickwork.db.connections.Outage`). Those warnings are
+    DEBUG records here; the pool's others (a connection returned inside a transaction, say)
+    stay warnings."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno != logging.WARNING or not str(record.msg).startswith(_POOL_OUTAGE):
+            return True
+        record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        return logging.getLogger().isEnabledFor(logging.DEBUG)
+
+
 def configure(level: str = "INFO", *, as_json: bool = False) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(KeyValueFormatter(as_json))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    pool = logging.getLogger(POOL_LOGGER)
+    if not any(isinstance(f, PoolOutageFilter) for f in pool.filters):
+        pool.addFilter(PoolOutageFilter())

@@ -18,6 +18,7 @@ import pytest
 import tickwork
 from tests.support.helpers import at, running, settings, wait_status
 from tests.support.schedule_helpers import every, fire
+from tickwork import logs
 from tickwork.clock import SettableClock
 from tickwork.logs import KeyValueFormatter
 from tickwork.schedules.options import JobTemplate, MisfirePolicy
@@ -123,6 +124,29 @@ def test_text_format_puts_the_keys_after_the_message() -> None:
     record.__dict__.update(action="job_retry", job_id=7, kind="k", attempt=2)
     line = KeyValueFormatter(as_json=False).format(record)
     assert line.endswith(" INFO    job failed action=job_retry job_id=7 kind=k attempt=2")
+
+
+@pytest.mark.parametrize("level", ["info", "debug"])
+def test_the_pools_outage_warnings_are_debug_records_and_its_others_stay_warnings(
+    level: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = logging.getLogger()
+    saved = (root.handlers[:], root.level)
+    try:
+        logs.configure(level)
+        pool = logging.getLogger(logs.POOL_LOGGER)
+        pool.warning("error connecting in %r: %s", "pool-1", "connection refused")
+        pool.warning("discarding closed connection: %s", "<conn>")
+        pool.warning("discarding broken connection: %s", "<conn>")
+        pool.warning("rolling back returned connection: %s", "<conn>")
+    finally:
+        root.handlers[:], _ = saved
+        root.setLevel(saved[1])
+    lines = capsys.readouterr().err.splitlines()
+    kept = [line for line in lines if " WARNING " in line]
+    assert len(kept) == 1 and "rolling back returned connection" in kept[0], lines
+    demoted = [line for line in lines if " DEBUG " in line]
+    assert len(demoted) == (3 if level == "debug" else 0), lines
 
 
 # --- exceptions ----------------------------------------------------------------------------
