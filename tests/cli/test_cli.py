@@ -201,6 +201,27 @@ def test_enqueue_options_reach_the_job(database_url: str) -> None:
     assert len(jobs_json(database_url)) == 1
 
 
+def test_enqueue_sets_a_concurrency_key_and_its_limit_and_refuses_a_limit_without_a_key(
+    database_url: str,
+) -> None:
+    job_id = enqueue(
+        database_url, "report.nightly", "--concurrency-key", "tenant-7", "--concurrency-limit", "3"
+    )
+    with psycopg.connect(database_url) as conn:
+        row = conn.execute(
+            "SELECT concurrency_key, concurrency_limit FROM tickwork.jobs WHERE id = %s", (job_id,)
+        ).fetchone()
+    assert row == ("tenant-7", 3)
+
+    for args, expected in (
+        (["--concurrency-limit", "2"], "--concurrency-limit: needs --concurrency-key"),
+        (["--concurrency-key", "k", "--concurrency-limit", "0"], "--concurrency-limit: "),
+    ):
+        result = tickwork_cmd("enqueue", "report.nightly", *args, database_url=database_url)
+        assert expected in one_line_error(result, 2), args
+    assert len(jobs_json(database_url)) == 1, "nothing enqueued by a refused command"
+
+
 def test_jobs_filters_by_status_kind_and_queue_and_limits(database_url: str) -> None:
     first = enqueue(database_url, "a.one")
     enqueue(database_url, "b.two", "--queue", "other")

@@ -15,6 +15,7 @@ from tickwork.db import clock as clock_db
 from tickwork.db import store
 from tickwork.db import workers as workers_db
 from tickwork.errors import InvalidInput, UnknownTask
+from tickwork.flow.limits import check_concurrency_limit
 from tickwork.model import DEFAULT_QUEUE, JobStatus
 from tickwork.schedules.checks import check_payload
 from tickwork.settings import WorkerSettings
@@ -29,6 +30,9 @@ _FLAGS = {
     "queue": "--queue",
     "priority": "--priority",
     "max_attempts": "--max-attempts",
+    "unique_key": "--unique-key",
+    "concurrency_key": "--concurrency-key",
+    "concurrency_limit": "--concurrency-limit",
 }
 
 
@@ -73,6 +77,17 @@ def _register_enqueue(subcommands: common.Subcommands) -> None:
     parser.add_argument("--run-at", metavar="ISO", help="not before this time (with UTC offset)")
     parser.add_argument("--unique-key", metavar="K", help="return the open job with this key")
     parser.add_argument("--priority", type=int, default=0, help="0..32767, higher first (0)")
+    parser.add_argument(
+        "--concurrency-key",
+        metavar="K",
+        help="jobs sharing this key run one at a time fleet-wide (or --concurrency-limit)",
+    )
+    parser.add_argument(
+        "--concurrency-limit",
+        type=int,
+        metavar="N",
+        help="with --concurrency-key: at most N jobs of the key run at once (default 1)",
+    )
     parser.add_argument(
         "--max-attempts",
         type=int,
@@ -131,7 +146,15 @@ def enqueue(args: argparse.Namespace, env: common.Env) -> int:
             queue=queue,
             priority=args.priority,
             max_attempts=args.max_attempts,
+            unique_key=args.unique_key,
+            concurrency_key=args.concurrency_key,
         )
+        if args.concurrency_limit is not None:
+            if args.concurrency_key is None:
+                raise InvalidInput(
+                    "concurrency_limit", "needs --concurrency-key: the key it limits"
+                )
+            check_concurrency_limit(args.concurrency_limit)
     except InvalidInput as exc:
         raise common.UsageError(f"{_FLAGS.get(exc.field, exc.field)}: {exc.reason}") from None
     with common.app(args, env) as app:
@@ -145,6 +168,8 @@ def enqueue(args: argparse.Namespace, env: common.Env) -> int:
             run_at=run_at,
             unique_key=args.unique_key,
             max_attempts=args.max_attempts,
+            concurrency_key=args.concurrency_key,
+            concurrency_limit=args.concurrency_limit,
         )
         if args.output == "json":
             print(output.dumps(output.job_object(app.get_job(job_id))))
