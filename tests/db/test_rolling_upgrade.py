@@ -293,12 +293,13 @@ def test_previous_release_workers_run_beside_head_workers_on_the_head_schema(
         assert scalar(conn, "SELECT count(*) FROM tickwork.workers") == 0
 
 
-def test_the_previous_release_is_the_highest_older_tag_and_a_clone_without_tags_fails(
+def test_the_previous_release_is_the_highest_older_tag_or_its_recorded_commit(
     tmp_path: Path,
 ) -> None:
-    """``git clone`` copies the tags: the previous release is found. Without them (a clone
-    made with --no-tags, or a CI checkout that fetched none), the test fails and says how to
-    get them: it never skips."""
+    """``git clone`` copies the tags: the previous release is found by its tag. Without them
+    (a clone made with --no-tags, or a CI checkout that fetched none), by its recorded commit:
+    the same tree. With neither (a history that lacks the commit), the test fails and says how
+    to get the tags: it never skips."""
     with_tags, without = tmp_path / "with-tags", tmp_path / "without"
     for target, extra in ((with_tags, []), (without, ["--no-tags"])):
         subprocess.run(
@@ -308,8 +309,23 @@ def test_the_previous_release_is_the_highest_older_tag_and_a_clone_without_tags_
             timeout=60,
         )
     found = releases.previous(with_tags)
-    assert found == releases.previous()
     assert found.tag == f"v{found.version}"
     assert Version(found.version) < Version(releases.head_version(with_tags))
+    by_commit = releases.previous(without)
+    assert by_commit == releases.Release(releases.RECORDED[found.version], found.version)
+
+    def tree(ref: str, clone: Path) -> str:
+        command = ["git", "rev-parse", f"{ref}^{{tree}}"]
+        return subprocess.run(command, cwd=clone, capture_output=True, text=True).stdout
+
+    assert tree(found.tag, with_tags) == tree(by_commit.tag, without), "the same tree"
+    shallow = tmp_path / "shallow"
+    source = f"file://{releases.ROOT}"  # --depth needs a URL, not a path
+    subprocess.run(
+        ["git", "clone", "--quiet", "--no-tags", "--depth", "1", source, str(shallow)],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
     with pytest.raises(AssertionError, match="git fetch --tags"):
-        releases.previous(without)
+        releases.previous(shallow)

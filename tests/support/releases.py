@@ -2,7 +2,8 @@
 
 A release is a tag ``vX.Y.Z`` on the commit whose pyproject.toml says ``version = "X.Y.Z"``.
 The *previous release* of a checkout is the highest such tag reachable from HEAD whose version
-differs from the head's own (on the release commit itself, the one before it).
+differs from the head's own (on the release commit itself, the one before it); without tags
+(a clone of the branch alone), the same release found by its recorded commit (``RECORDED``).
 
 ``install`` puts a release into a virtualenv of its own: the tag's tree (``git archive``) is
 installed with pip, offline (``--no-index --no-deps --no-build-isolation``), into a virtualenv
@@ -27,10 +28,15 @@ from packaging.version import InvalidVersion, Version
 
 ROOT = Path(__file__).resolve().parents[2]
 
+RECORDED = {"0.1.0": "4debebf36391dc06f7a7098c3b835efbcc949329"}
+"""Each release's commit, recorded when it is cut (docs/releases.md): a checkout without the
+tags (a CI clone of the branch alone) still finds the previous release in its history. Where
+a tag is present, it must be on the recorded commit."""
+
 FETCH_TAGS = (
-    "no release tag (v*) older than the head's version is reachable from HEAD: this checkout "
-    "lacks the tags (a shallow or tag-less clone). Fetch them: git fetch --tags "
-    "(and git fetch --unshallow for a shallow clone)"
+    "no release older than the head's version is reachable from HEAD: no v* tag (a tag-less "
+    "clone) and no commit of RECORDED in the history (a shallow clone). Fetch them: "
+    "git fetch --tags (and git fetch --unshallow for a shallow clone)"
 )
 
 
@@ -106,12 +112,35 @@ def releases(root: Path = ROOT) -> list[Release]:
 
 
 def previous(root: Path = ROOT) -> Release:
-    """The previous release (see the module's docstring); AssertionError naming the fix when
-    the checkout has no tag."""
+    """The previous release (see the module's docstring): its tag, or without the tags its
+    recorded commit (:data:`RECORDED`, when HEAD descends from it); AssertionError naming the
+    fix when neither is there."""
     head = Version(head_version(root))
-    older = [r for r in releases(root) if Version(r.version) < head]
-    assert older, FETCH_TAGS
-    return older[-1]
+    tagged = [r for r in releases(root) if Version(r.version) < head]
+    for release in tagged:
+        recorded = RECORDED.get(release.version)
+        commit = _git("rev-list", "-n", "1", release.tag, root=root).strip()
+        assert recorded in (None, commit), f"{release.tag} is on {commit}, recorded {recorded}"
+    if tagged:
+        return tagged[-1]
+    reachable = [
+        Release(commit, version)
+        for version, commit in RECORDED.items()
+        if Version(version) < head and _is_ancestor(commit, root)
+    ]
+    assert reachable, FETCH_TAGS
+    return max(reachable, key=lambda r: Version(r.version))
+
+
+def _is_ancestor(commit: str, root: Path) -> bool:
+    result = subprocess.run(
+        ["git", "merge-base", "--is-ancestor", commit, "HEAD"],
+        cwd=root,
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    return result.returncode == 0
 
 
 def install(release: Release, where: Path) -> Installed:
