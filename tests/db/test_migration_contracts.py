@@ -183,14 +183,14 @@ def check_new_contract(taken: str, contract: Contract, previous: releases.Releas
             f" {previous.tag}: take it away in the release after the first one that does not"
         )
     word = taken.rsplit(" ", 1)[1].rsplit(".", 1)[-1]
-    if mentions := _mentions(previous.tag, word):
+    if mentions := _mentions(previous.ref, word):
         problems.append(f"{taken}: {previous.tag} still names {word}: {mentions[:5]}")
     return problems
 
 
 def test_what_a_new_migration_takes_away_is_unused_by_the_previous_release() -> None:
     previous = releases.previous()
-    before = _shipped_by(previous.tag)
+    before = _shipped_by(previous.ref)
     problems = []
     for (name, taken), contract in CONTRACTS.items():
         if name not in before:

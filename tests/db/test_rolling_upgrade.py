@@ -312,13 +312,14 @@ def test_the_previous_release_is_the_highest_older_tag_or_its_recorded_commit(
     assert found.tag == f"v{found.version}"
     assert Version(found.version) < Version(releases.head_version(with_tags))
     by_commit = releases.previous(without)
-    assert by_commit == releases.Release(releases.RECORDED[found.version], found.version)
+    commit = releases.RECORDED[found.version]
+    assert by_commit == releases.Release(found.tag, found.version, commit)
 
     def tree(ref: str, clone: Path) -> str:
         command = ["git", "rev-parse", f"{ref}^{{tree}}"]
         return subprocess.run(command, cwd=clone, capture_output=True, text=True).stdout
 
-    assert tree(found.tag, with_tags) == tree(by_commit.tag, without), "the same tree"
+    assert tree(found.ref, with_tags) == tree(by_commit.ref, without), "the same tree"
     shallow = tmp_path / "shallow"
     source = f"file://{releases.ROOT}"  # --depth needs a URL, not a path
     subprocess.run(

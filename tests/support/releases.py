@@ -43,7 +43,10 @@ FETCH_TAGS = (
 @dataclass(frozen=True)
 class Release:
     tag: str
+    """``vX.Y.Z``."""
     version: str
+    ref: str
+    """What git reads it by: the tag, or without the tags its recorded commit."""
 
 
 @dataclass(frozen=True)
@@ -107,7 +110,7 @@ def releases(root: Path = ROOT) -> list[Release]:
         version = tag_version(tag, root)
         if Version(version) != Version(tag[1:]):
             raise AssertionError(f"tag {tag} is on a commit whose pyproject.toml says {version}")
-        found.append(Release(tag, version))
+        found.append(Release(tag, version, tag))
     return sorted(found, key=lambda r: Version(r.version))
 
 
@@ -124,7 +127,7 @@ def previous(root: Path = ROOT) -> Release:
     if tagged:
         return tagged[-1]
     reachable = [
-        Release(commit, version)
+        Release(f"v{version}", version, commit)
         for version, commit in RECORDED.items()
         if Version(version) < head and _is_ancestor(commit, root)
     ]
@@ -148,7 +151,7 @@ def install(release: Release, where: Path) -> Installed:
     source, venv = where / "src", where / "venv"
     source.mkdir(parents=True)
     archive = where / "release.tar"
-    _git("archive", "--format=tar", f"--output={archive}", release.tag)
+    _git("archive", "--format=tar", f"--output={archive}", release.ref)
     with tarfile.open(archive) as tar:
         tar.extractall(source, filter="tar")
     subprocess.run(
