@@ -311,14 +311,25 @@ def extend_leases(
 
 
 def complete_jobs(
-    jobs: Sequence[Job], now: datetime | None, results: Mapping[JobId, Any] | None = None
+    jobs: Sequence[Job],
+    now: datetime | None,
+    results: Mapping[JobId, Any] | None = None,
+    *,
+    result_errors: Mapping[JobId, str] | None = None,
+    progress: Mapping[JobId, Mapping[str, Any]] | None = None,
 ) -> Op[set[JobId]]:
     """Record ``jobs`` succeeded, each with its return value in ``results`` (absent or None:
-    none kept); a schedule job's is its schedule's carried state. Values that are not JSON
-    raise InvalidInput."""
-    kept = results or {}
+    none kept; checked by :func:`tickwork.results.keep` first, values that are not JSON raise
+    InvalidInput), why the value was not kept in ``result_errors``, and its last progress
+    report not written yet in ``progress`` (absent: the stored one stays). A schedule job's
+    result is its schedule's carried state."""
+    kept, errors, reports = results or {}, result_errors or {}, progress or {}
     states = [optional_json("return value", kept.get(j.id)) for j in jobs]
-    return _fenced("job_complete_many", jobs, now, results=states)
+    notes = [errors.get(j.id) for j in jobs]
+    last = [optional_json("progress", reports.get(j.id)) for j in jobs]
+    return _fenced(
+        "job_complete_many", jobs, now, results=states, result_errors=notes, progress=last
+    )
 
 
 def hand_back_jobs(jobs: Sequence[Job], now: datetime | None) -> Op[set[JobId]]:

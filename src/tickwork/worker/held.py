@@ -18,6 +18,7 @@ from typing import Any
 
 from tickwork.logs import fields
 from tickwork.model import Job, JobId
+from tickwork.progress import Report
 
 
 @dataclass
@@ -30,9 +31,16 @@ class Held:
     slot: asyncio.Task[None] | None = None
     """The slot running its task, while it runs."""
     result: Any = None
-    """A succeeded schedule job's return value, carried as its schedule's state."""
+    """A succeeded job's return value as kept (:func:`tickwork.results.keep`), written with its
+    outcome; a schedule job's is also its schedule's carried state."""
+    result_error: str | None = None
+    """Why the value its task returned was not kept."""
     finished: bool = False
     """Its task has returned; its outcome is being written."""
+    progress: Report | None = None
+    """The latest progress its task reported (:mod:`tickwork.worker.progress`)."""
+    progress_written: Report | None = None
+    """The report last written: ``progress`` is pending while it is another."""
 
 
 class HeldJobs:

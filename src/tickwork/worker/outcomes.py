@@ -18,7 +18,7 @@ from tickwork.db import jobs as jobs_db
 from tickwork.logs import fields
 from tickwork.model import Job, JobId, JobStatus
 from tickwork.tasks import Registry
-from tickwork.worker import deaths, executor, retry
+from tickwork.worker import deaths, executor, progress, retry
 from tickwork.worker.held import HeldJobs, job_fields
 
 log = logging.getLogger(__name__)
@@ -225,16 +225,17 @@ class Outcomes:
     async def complete(self, jobs: list[Job]) -> None:
         async def write() -> set[JobId]:
             async with self._pool().connection() as conn:
-                # A schedule job's return value is its schedule's carried state, recorded with
-                # the outcome in the same statement (the jobs_schedule_ended trigger).
-                results = {
-                    j.id: held.result
-                    for j in jobs
-                    if j.schedule is not None and (held := self._held.get(j.id)) is not None
-                }
-                return await store.arun(
-                    conn, jobs_db.complete_jobs(jobs, self._clock.now(), results)
+                # Each job's result (a schedule job's is its schedule's carried state: the
+                # jobs_schedule_ended trigger) and last progress, in the outcome's statement.
+                helds = [held for j in jobs if (held := self._held.get(j.id)) is not None]
+                op = jobs_db.complete_jobs(
+                    jobs,
+                    self._clock.now(),
+                    {h.job.id: h.result for h in helds if h.result is not None},
+                    result_errors={h.job.id: h.result_error for h in helds if h.result_error},
+                    progress=progress.pending_json(helds),
                 )
+                return await store.arun(conn, op)
 
         try:
             applied, retried = await self.persist("recording successes", write)

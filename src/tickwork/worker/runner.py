@@ -47,6 +47,7 @@ from dataclasses import replace
 from typing import Any
 
 from tickwork import logs, metrics
+from tickwork import progress as job_progress
 from tickwork.app import App
 from tickwork.clock import Clock, cancel_all
 from tickwork.db import budget, connections, server, store
@@ -66,6 +67,7 @@ from tickwork.worker.listener import Listener
 from tickwork.worker.liveness import Liveness
 from tickwork.worker.maintaining import MaintenanceLoop
 from tickwork.worker.outcomes import Outcomes
+from tickwork.worker.progress import ProgressWriter
 from tickwork.worker.slots import Slots
 
 log = logging.getLogger(__name__)
@@ -134,6 +136,8 @@ class Worker:
             grace_seconds=settings.shutdown_grace_seconds,
             max_interruptions=settings.max_interruptions,
         )
+        self.progress = ProgressWriter(held=self.held, pool=pool, clock=self.clock)
+        """Writes the progress the tasks report (:mod:`.progress`)."""
         self.slots = Slots(
             name=self.name,
             registry=app.registry,
@@ -145,6 +149,7 @@ class Worker:
             meters=self.meters,
             stopping=self._stopping,
             pool=pool,
+            progress=self.progress,
         )
         self._heartbeat = Heartbeat(
             HeartbeatConfig(
@@ -224,6 +229,7 @@ class Worker:
             await self.check_budget()
             await self._register()
             logs.CURRENT_WORKER.set(self.name)  # the tasks started below inherit it
+            job_progress.SINK.set(self.progress.report)  # and the sink of job.progress()
             tasks = [(kind, task.rule) for kind, task in self.app.registry.items()]
             await asyncio.to_thread(task_rules.write, self.settings.database_url, tasks, self.name)
             self._heartbeat.start()
@@ -238,6 +244,7 @@ class Worker:
                     ("claimer", self.claimer.run()),
                     ("listener", self._listener().run()),
                     ("maintenance", self.maintenance.run()),
+                    ("progress", self.progress.run()),
                     *self._firing(),
                     *((loop.__name__, loop(self)) for loop in self._extra_loops),
                 )

@@ -14,18 +14,17 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from tickwork import metrics
+from tickwork import metrics, results
 from tickwork.clock import Clock
 from tickwork.db import connections, store
 from tickwork.db import jobs as jobs_db
-from tickwork.errors import InvalidInput
-from tickwork.logs import fields
 from tickwork.model import Job, JobId
 from tickwork.tasks import CANCEL_REQUESTED, Registry
 from tickwork.worker import executor, prefetch
 from tickwork.worker.heartbeat import Beat
 from tickwork.worker.held import Held, HeldJobs, job_fields
 from tickwork.worker.outcomes import Outcomes
+from tickwork.worker.progress import ProgressWriter
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +50,7 @@ class Slots:
         meters: metrics.JobMeters,
         stopping: asyncio.Event,
         pool: Callable[[], Pool],
+        progress: ProgressWriter,
     ) -> None:
         self.name = name
         """The worker's name as registered (in log lines)."""
@@ -62,6 +62,7 @@ class Slots:
         self._meters = meters
         self._stopping = stopping
         self._pool = pool
+        self._progress = progress
         # Spare threads: a sync task that outlives its timeout keeps its thread (Python cannot
         # kill threads); the slots still bound how many tasks run at once.
         self.threads = ThreadPoolExecutor(2 * concurrency, thread_name_prefix="tickwork-task")
@@ -144,13 +145,15 @@ class Slots:
             )
             self._held.forget(job.id)
         elif held.cancelling:  # whatever the task's outcome: it was asked to stop
+            await self._progress.write([held])
             await self._outcomes.cancelled(job)
         elif isinstance(outcome, executor.Succeeded):
-            if job.schedule is not None and outcome.result is not None:
-                _carry(held, outcome.result)
+            if outcome.result is not None:
+                _keep(held, outcome.result)
             self._held.finish(job.id)
             self._outcomes.succeeded(job)
         else:
+            await self._progress.write([held])  # how far it got, before the failure
             await self._outcomes.failed(job, outcome)
             self._held.forget(job.id)
 
@@ -210,17 +213,14 @@ class Slots:
             held.slot.cancel(CANCEL_REQUESTED)
 
 
-def _carry(held: Held, result: Any) -> None:
-    """Keep a succeeded schedule job's return value, carried as its schedule's state, when it
-    can be stored as JSON."""
-    job = held.job
-    try:
-        store.to_json("return value", result)
-    except InvalidInput as exc:
+def _keep(held: Held, returned: Any) -> None:
+    """Keep a succeeded job's return value for its outcome's write, or why it is not kept
+    (logged: the job still succeeds)."""
+    kept = results.keep(returned)
+    held.result, held.result_error = kept.value, kept.error
+    if kept.error is not None:
         log.warning(
-            "return value not carried to the schedule: %s",
-            exc,
-            extra=fields(action="state_not_carried", job_id=job.id, kind=job.kind),
+            "result %s",
+            kept.error,
+            extra=job_fields("result_not_kept", held.job),
         )
-        return
-    held.result = result

@@ -486,8 +486,9 @@ WHERE j.id = owned.id AND j.version = owned.version AND j.status::text = 'runnin
 RETURNING j.id, j.cancel_requested_at IS NOT NULL AS stop_requested;
 
 -- name: job_complete_many
--- Mark jobs succeeded, fenced by version, with their return values (NULL: none kept; the
--- worker keeps those of schedule jobs, their schedules' carried state); returns the ids that
+-- Mark jobs succeeded, fenced by version, with their return values (NULL: none, or not kept:
+-- result_error says why; a schedule job's is also its schedule's carried state) and the progress
+-- reported since the worker last wrote it (NULL: keep the stored one); returns the ids that
 -- were updated. The trigger jobs_schedule_ended updates their schedules in the same statement.
 -- Each job is found by its primary key, a nested loop over the batch: the arrays are read
 -- through subqueries so that the planner does not see how many ids there are. Seeing 500,
@@ -501,10 +502,14 @@ SET status = 'succeeded',
     finished_at = coalesce(%(now)s, now()),
     lease_expires_at = NULL,
     result = done.result,
+    result_error = done.result_error,
+    progress = coalesce(done.progress || jsonb_build_object('at', coalesce(%(now)s, now())),
+                        j.progress),
     version = j.version + 1
 FROM unnest((SELECT %(ids)s::bigint[]), (SELECT %(versions)s::integer[]),
-            (SELECT %(results)s::jsonb[]))
-     AS done(id, version, result)
+            (SELECT %(results)s::jsonb[]), (SELECT %(result_errors)s::text[]),
+            (SELECT %(progress)s::jsonb[]))
+     AS done(id, version, result, result_error, progress)
 WHERE j.id = done.id AND j.version = done.version AND j.status::text = 'running'
 RETURNING j.id;
 
