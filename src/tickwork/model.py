@@ -7,8 +7,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NewType
 
-from tickwork import progress as job_progress
 from tickwork.errors import InvalidInput
+from tickwork.progress import Reported
+from tickwork.progress import report as report_progress
 
 JobId = NewType("JobId", int)
 
@@ -93,11 +94,11 @@ class Job:
     trace_context: TraceContext | None = None
     """The trace context the job was created in (:mod:`tickwork.tracing`); None: none."""
 
-    def progress(self, fraction: float | None, message: str | None = None) -> job_progress.Reported:
+    def progress(self, fraction: float | None, message: str | None = None) -> Reported:
         """Report how far the task has got: ``await job.progress(0.4, "copied 4 of 10")`` (a
         sync task leaves out the ``await``); never waits, written by the worker at most once
         per interval (:mod:`tickwork.progress`, docs/results.md)."""
-        return job_progress.report(self, fraction, message)
+        return report_progress(self, fraction, message)
 
 
 @dataclass(frozen=True)

@@ -22,12 +22,9 @@ from collections.abc import Callable, Generator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
 from numbers import Real
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from tickwork.errors import InvalidInput
-
-if TYPE_CHECKING:
-    from tickwork.model import Job
 
 MAX_MESSAGE_LENGTH = 500
 """A progress message is cut to this many characters (the last one an ellipsis)."""
@@ -48,7 +45,14 @@ class Report:
         return {"fraction": self.fraction, "message": self.message, "attempt": self.attempt}
 
 
-Sink = Callable[["Job", Report], None]
+class Reporting(Protocol):
+    """The job reporting (a :class:`tickwork.model.Job`; typed here without importing it)."""
+
+    @property
+    def attempt(self) -> int: ...
+
+
+Sink = Callable[[Any, Report], None]
 """Takes a job's report; called on the task's thread (the loop, or a sync task's thread)."""
 
 SINK: ContextVar[Sink | None] = ContextVar("tickwork_progress_sink", default=None)
@@ -116,7 +120,7 @@ class Reported:
 _DONE = Reported()
 
 
-def report(job: Job, fraction: Any, message: Any = None) -> Reported:
+def report(job: Reporting, fraction: Any, message: Any = None) -> Reported:
     """Hand ``job``'s progress to the worker running it (nothing outside a worker)."""
     made = make_report(fraction, message, job.attempt)
     sink = SINK.get()

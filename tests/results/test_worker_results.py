@@ -113,7 +113,7 @@ async def _run(
 async def test_results_within_the_limits_are_kept(
     app: tickwork.App, database_url: str, clock: SettableClock, aconn: psycopg.AsyncConnection
 ) -> None:
-    values = list(KEPT.values()) + [None]
+    values = [*KEPT.values(), None]
     rows = await _run(app, database_url, clock, aconn, values)
     for name, value, row in zip([*KEPT, "None"], values, rows, strict=True):
         assert row["result"] == value, name

@@ -91,10 +91,10 @@ class ProgressWriter:
         reports = [(held, report) for held in helds if (report := pending(held)) is not None]
         if not reports:
             return 0
-        op = results_db.write_progress(
-            [(held.job, report.to_json()) for held, report in reports], self._clock.now()
-        )
         try:
+            op = results_db.write_progress(
+                [(held.job, report.to_json()) for held, report in reports], self._clock.now()
+            )
             async with self._pool().connection() as conn:
                 written = await store.arun(conn, op)
         except Exception as exc:
