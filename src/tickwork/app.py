@@ -14,6 +14,7 @@ from tickwork import metrics, tracing, transitions
 from tickwork.clock import Clock, DatabaseClock
 from tickwork.db import budget, connections, store
 from tickwork.db import jobs as jobs_db
+from tickwork.db import results as results_db
 from tickwork.errors import (
     ConfigurationError,
     InvalidInput,
@@ -388,6 +389,14 @@ class App(FlowControls, ScheduleControls):
         if job is None:
             raise JobNotFound(f"no job with id {job_id}")
         return job
+
+    def job_result(self, job_id: int) -> results_db.JobResult:
+        """What the job's task returned (its result, or why it was not kept) and the progress
+        it last reported (docs/results.md); JobNotFound when there is no such job."""
+        found = self._run(results_db.job_results([job_id])).get(JobId(job_id))
+        if found is None:
+            raise JobNotFound(f"no job with id {job_id}")
+        return found
 
     def list_jobs(
         self,

@@ -35,8 +35,8 @@ def flaky(job: Job) -> None:
 
 @app.task("examples.report", timeout=30)
 def report(job: Job) -> dict[str, Any]:
-    """Build a small report and return it. tickwork does not keep return values: a real
-    report would be written to where its readers look."""
+    """Build a small report and return it: the job keeps it as its result (``tickwork jobs
+    get ID``), and as a schedule's job it becomes the payload of the next occurrence."""
     return {
         "format": (job.payload or {}).get("format", "text"),
         "generated_at": datetime.now(UTC).isoformat(),
@@ -48,3 +48,19 @@ def report(job: Job) -> dict[str, Any]:
 async def slow(job: Job) -> None:
     """Take a few seconds without blocking the worker: ``{"seconds": 3}``."""
     await asyncio.sleep(float((job.payload or {}).get("seconds", 3)))
+
+
+@app.task("examples.copy", timeout=600)
+async def copy(job: Job) -> dict[str, Any]:
+    """Copy some tables (pretend: ``{"tables": 10, "seconds": 0.5}``), reporting progress after
+    each one, and return what was copied. ``tickwork jobs get ID`` (and the console's job
+    page) shows the progress while it runs and the result once it is done (docs/results.md)."""
+    payload = job.payload or {}
+    tables = int(payload.get("tables", 10))
+    rows = 0
+    for done in range(1, tables + 1):
+        await asyncio.sleep(float(payload.get("seconds", 0.5)))
+        rows += 1000 * done
+        # Never waits: the worker writes the latest report at most once every 2 s.
+        await job.progress(done / tables, f"copied {done} of {tables} tables")
+    return {"tables": tables, "rows": rows}

@@ -9,7 +9,7 @@ from datetime import timedelta
 from typing import Any
 
 from tickwork.app import App
-from tickwork.cli import common, output
+from tickwork.cli import common, job_view, output
 from tickwork.cli.worker import load_app
 from tickwork.db import clock as clock_db
 from tickwork.db import store
@@ -117,6 +117,7 @@ def _register_jobs(subcommands: common.Subcommands) -> None:
     common.add_database_url(parser)
     common.add_output(parser)
     parser.set_defaults(handler=list_jobs)
+    job_view.add_get(parser)
 
 
 def enqueue(args: argparse.Namespace, env: common.Env) -> int:
