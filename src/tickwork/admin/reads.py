@@ -17,6 +17,7 @@ from tickwork.db import clock as clock_db
 from tickwork.db import job_counts as job_counts_db
 from tickwork.db import jobs as jobs_db
 from tickwork.db import pauses as pauses_db
+from tickwork.db import results as results_db
 from tickwork.db import schedules as schedules_db
 from tickwork.db import store
 from tickwork.db import workers as workers_db
@@ -267,6 +268,8 @@ class JobDetail:
     """Available and due: nothing for "run now" to do."""
     now: datetime
     audit: list[admin_db.AuditRow]
+    outcome: results_db.JobResult = results_db.NO_RESULT
+    """What its task returned (result, or why it was not kept) and last reported."""
 
 
 def job(
@@ -291,6 +294,9 @@ def job(
         audit=store.run(
             conn,
             admin_db.audit(job_target(job_id), before=None, limit=settings.page_size, scope=None),
+        ),
+        outcome=store.run(conn, results_db.job_results([job_id])).get(
+            found.id, results_db.NO_RESULT
         ),
     )
 

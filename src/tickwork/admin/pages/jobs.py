@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from tickwork.admin import inputs, reads
 from tickwork.admin.html import Child, Html, el, join, link, path
+from tickwork.admin.pages import job_results
 from tickwork.admin.pages.layout import (
     Context,
     action_form,
@@ -166,6 +167,7 @@ def job(ctx: Context, page: reads.JobDetail) -> Html:
         dl(facts),
         el("h2", "Payload"),
         el("pre", pretty(j.payload), class_="payload"),
+        job_results.section(page.outcome),
         el("h2", "Last error"),
         el("pre", j.last_error, class_="error-text")
         if j.last_error
