@@ -243,7 +243,7 @@ def test_served_is_unknown_when_it_cannot_be_told(
 
 def test_last_job_keeps_what_the_schedule_row_has_once_the_job_row_is_gone() -> None:
     ended = LastJob("team", "a", JobId(7), JobStatus.SUCCEEDED, at(0), at(1), at(3.5), 1, None)
-    assert status.last_job(ended) == {
+    assert status.present(status.last_job(ended)) == {
         "id": 7,
         "outcome": "succeeded",
         "occurrenceAt": "2026-12-01T03:00:00Z",

@@ -504,8 +504,11 @@ def test_crd_last_job_fields_are_those_the_operator_writes() -> None:
     last_job = openapi_schema()["properties"]["status"]["properties"]["lastJob"]
     at = datetime(2026, 12, 1, 3, tzinfo=UTC)
     ended = LastJob(
-        "ns", "a", JobId(1), JobStatus.DEAD, at, at, at + timedelta(seconds=1.5), 3, "x"
-    )
+        "ns", "a", JobId(1), JobStatus.DEAD, at, at, at + timedelta(seconds=1.5), 3, "x",
+        result_head='{"rows": 10}',
+        result_error="not kept: result: nan is not a JSON number",
+        progress={"fraction": 0.5, "message": "m", "attempt": 3, "at": at.isoformat()},
+    )  # fmt: skip
     written = operator_status.last_job(ended)
     assert set(last_job["properties"]) == set(written)
     assert None not in written.values()

@@ -632,13 +632,24 @@ class LastJob:
     finished_at: datetime | None
     attempt: int | None
     last_error: str | None
+    result_head: str | None = None
+    """Its result as JSON text, at most :data:`LAST_RESULT_CHARS` characters and one more
+    (which tells that it was cut); None: no result."""
+    result_error: str | None = None
+    """Why the value its task returned was not kept."""
+    progress: Any = None
+    """Its latest progress as stored (:class:`tickwork.db.results.Progress` reads it)."""
+
+
+LAST_RESULT_CHARS = 1024
+"""How much of the last job's result (JSON text) a Schedule's status shows."""
 
 
 def last_job_list(namespaces: Sequence[str]) -> Op[list[LastJob]]:
     """The last job of every schedule of ``namespaces`` that has fired one."""
     return Op(
         "job_last_of_namespaces",
-        {"namespaces": list(namespaces)},
+        {"namespaces": list(namespaces), "result_chars": LAST_RESULT_CHARS},
         lambda rows: [
             LastJob(
                 **{

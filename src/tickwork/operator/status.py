@@ -9,7 +9,7 @@ schedule), ``InvalidSpec``, ``NamespaceOwnedElsewhere``, ``DatabaseUnavailable``
 ``Disabled`` (the stored row is disabled), ``FiringFailed`` (the stored row records a firing
 error) (False), or ``Pending`` (Unknown: not synced yet). The ``Served`` condition beside it
 (:mod:`tickwork.operator.served`) says whether live workers fire and run it; ``lastJob`` is the
-last job's outcome and times.
+last job's outcome and times, its result (cut short) or why it was not kept, and its progress.
 """
 
 from __future__ import annotations
@@ -19,12 +19,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from tickwork.db.jobs import LastJob, OpenJob
+from tickwork.db.jobs import LAST_RESULT_CHARS, LastJob, OpenJob
+from tickwork.db.results import Progress
 from tickwork.db.schedules import ScheduleRow
 from tickwork.model import JobStatus
 from tickwork.operator.desired import NAME_CONFLICT, Entry
 from tickwork.operator.events import Seen
 from tickwork.operator.syncer import NamespaceState, Outcome
+from tickwork.progress import MAX_MESSAGE_LENGTH
+from tickwork.results import MAX_ERROR_LENGTH
 from tickwork.schedules import container_jobs
 from tickwork.schedules.stored import TARGET_FIELD
 from tickwork.schedules.tenancy import NAMESPACE_NOT_ALLOWED, POLICY_VIOLATION, Refusal
@@ -166,7 +169,9 @@ def active_job(row: ScheduleRow, job: OpenJob, jobs_namespace: str | None) -> di
 
 def last_job(last: LastJob) -> dict[str, Any]:
     """``status.lastJob``; a field not known is None (the merge patch removes it): retention
-    deleted the job row, or the job has not started or finished."""
+    deleted the job row, or the job has not started or finished, returned or reported nothing.
+    Flat, so that a field gone from a later report is removed too."""
+    progress = Progress.from_json(last.progress)
     return {
         "id": last.id,
         "outcome": None if last.status is None else str(last.status),
@@ -174,7 +179,24 @@ def last_job(last: LastJob) -> dict[str, Any]:
         "startedAt": timestamp(last.started_at),
         "finishedAt": timestamp(last.finished_at),
         "durationSeconds": duration(last),
+        "result": cut(last.result_head, LAST_RESULT_CHARS),
+        "resultError": cut(last.result_error, MAX_ERROR_LENGTH),
+        "progress": None if progress is None else _fraction(progress.fraction),
+        "progressMessage": None if progress is None else cut(progress.message, MAX_MESSAGE_LENGTH),
+        "progressTime": None if progress is None else timestamp(progress.at),
     }
+
+
+def cut(text: str | None, most: int) -> str | None:
+    """``text`` cut to ``most`` characters (the last an ellipsis) when it is longer: the CRD's
+    ``maxLength`` of the field, whatever a row holds."""
+    if text is None or len(text) <= most:
+        return text
+    return text[: most - 1] + "…"
+
+
+def _fraction(value: float | None) -> float | None:
+    return None if value is None else min(max(value, 0.0), 1.0)
 
 
 def duration(last: LastJob) -> float | None:

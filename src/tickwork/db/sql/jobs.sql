@@ -938,9 +938,11 @@ ORDER BY schedule_namespace, schedule_name, id;
 -- name: job_last_of_namespaces
 -- The operator's status: the last job of each schedule of some namespaces, as the schedule row
 -- records it (its id; its final status once it ended) and, until retention deletes it, as the
--- job row has it (status, times, attempt, error).
+-- job row has it (status, times, attempt, error; its result as JSON text, only as much of it
+-- as the status shows and one character more; why a result was not kept; its progress).
 SELECT s.namespace, s.name, s.last_job_id AS id, coalesce(j.status, s.last_job_status) AS status,
-       j.occurrence_at, j.started_at, j.finished_at, j.attempt, j.last_error
+       j.occurrence_at, j.started_at, j.finished_at, j.attempt, j.last_error,
+       left(j.result::text, %(result_chars)s + 1) AS result_head, j.result_error, j.progress
 FROM tickwork.schedules s
 LEFT JOIN tickwork.jobs j ON j.id = s.last_job_id
 WHERE s.namespace = ANY(%(namespaces)b::text[]) AND s.last_job_id IS NOT NULL
