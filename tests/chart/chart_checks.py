@@ -538,7 +538,8 @@ CONTAINER_JOB_RULES = [
         "apiGroups": ["batch"],
         "resources": ["jobs"],
         "verbs": ["create", "get", "list", "watch", "delete"],
-    }
+    },
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
 ]
 """All a pool running container jobs may do: the least the built-in task needs."""
 

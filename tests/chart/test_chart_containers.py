@@ -1,6 +1,7 @@
 """Container jobs in the chart (``containerJobs``): the pool that runs the Kubernetes Jobs of
 Schedules with a ``spec.jobTemplate`` gets, in each namespace it serves, a Role with exactly
-create/get/list/watch/delete on batch jobs (nothing on pods, nothing cluster-wide), bound to
+create/get/list/watch/delete on batch jobs and list on pods (for a finished Job's termination
+message; nothing else on pods, nothing cluster-wide), bound to
 its ServiceAccount, its token mounted and ``TICKWORK_CONTAINER_JOBS`` set; every other pool
 has no Role, no binding and no token. Rendered with a real ``helm``; ``check_worker_has_no_api_
 access`` (tests/chart/chart_checks.py) holds the same over the whole values matrix."""
@@ -41,7 +42,8 @@ def test_only_the_container_pool_gets_roles_on_jobs_in_each_namespace_it_serves(
                 "apiGroups": ["batch"],
                 "resources": ["jobs"],
                 "verbs": ["create", "get", "list", "watch", "delete"],
-            }
+            },
+            {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
         ]
     bindings = r.of_kind("RoleBinding")
     assert {b["metadata"]["namespace"] for b in bindings} == {"team-a", "team-b"}
@@ -96,7 +98,7 @@ def test_the_single_worker_pool_can_run_container_jobs(helm: Helm) -> None:
 
 
 def test_a_broken_container_pool_rendering_is_caught(rendered: dict[str, Rendering]) -> None:
-    """The matrix check fails when a Role gets one verb more (pods, or update)."""
+    """The matrix check fails when a Role gets one verb more (get on pods, or update)."""
     import copy
 
     import pytest

@@ -1,7 +1,7 @@
 """Fixtures of the container-job tests: kmock standing in for the Kubernetes API server (see
 ``cluster.py``), the test playing the Job controller, and an App whose worker runs container
 jobs against it. Every test ends by checking that the worker sent only the requests its Role
-grants (:data:`ALLOWED`)."""
+grants (:data:`USED`)."""
 
 from __future__ import annotations
 
@@ -19,8 +19,11 @@ from tickwork import containers
 from tickwork.containers import kube
 
 ALLOWED = {"create", "get", "list", "watch", "delete"}
-"""The verbs on batch/v1 jobs the chart's Role grants the container-jobs worker pool."""
+"""The verbs on batch/v1 jobs the chart's Role grants the container-jobs worker pool (and list
+on pods, for a finished Job's termination message)."""
 NAMESPACE = "ns"
+USED = {(verb, "jobs.batch", NAMESPACE) for verb in ALLOWED} | {("list", "pods", NAMESPACE)}
+"""(verb, resource, namespace): all the worker may send, as the chart's Role grants it."""
 
 
 @pytest.fixture
@@ -43,7 +46,7 @@ async def controller(
         for call in kmock.calls
         if call.namespace not in kmock.forbidden  # refused: no permission was used
     }
-    assert used <= {(verb, "jobs.batch", NAMESPACE) for verb in ALLOWED}, used
+    assert used <= USED, used
 
 
 @pytest.fixture

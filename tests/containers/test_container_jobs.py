@@ -9,7 +9,7 @@ doing the same; DeadlineExceeded as a timeout, and the worker's own deadline pas
 limits pruning older Jobs; a foreign Job holding the name refused and left alone; a Job
 created by a racing worker between list and create adopted; a Job deleted by someone else
 failing the attempt; a watch re-established when the server ends it, refused (503) or
-expired (410); four requests per Job (no polling); the exact verbs the worker uses.
+expired (410); five requests per Job (no polling); the exact verbs the worker uses.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import pytest
 
 import tickwork
 from tests.containers.cluster import JobController
-from tests.containers.conftest import ALLOWED, NAMESPACE
+from tests.containers.conftest import NAMESPACE, USED
 from tests.support.helpers import running, settings, wait_status, wait_until
 from tickwork.containers import task as container_task
 from tickwork.model import Backoff
@@ -131,9 +131,24 @@ async def test_a_job_creates_one_kubernetes_job_and_succeeds_when_it_completes(
     assert body["spec"]["backoffLimit"] == 2
     assert controller.created() == [name]
     assert row["attempt"] == 1
-    # No polling: one list (adoption), the create, one watch for the whole run, one list
-    # (history) — four requests for a Job, however long it runs.
-    assert [call.verb for call in controller.server.calls] == ["list", "create", "watch", "list"]
+    # No polling: one list (adoption), the create, one watch for the whole run, one list of
+    # its pods (the termination message), one list (history) — five requests for a Job,
+    # however long it runs.
+    calls = [(call.verb, call.resource) for call in controller.server.calls]
+    assert calls == [
+        ("list", "jobs.batch"),
+        ("create", "jobs.batch"),
+        ("watch", "jobs.batch"),
+        ("list", "pods"),
+        ("list", "jobs.batch"),
+    ]
+    assert row["result"] == {
+        "job": f"{NAMESPACE}/{name}",
+        "outcome": "Complete",
+        "completionTime": "2030-01-01T00:01:00Z",
+        "container": "main",
+        "terminationMessage": None,
+    }
 
 
 async def test_a_watch_ended_by_the_server_is_re_established_from_the_last_version(
@@ -169,7 +184,7 @@ async def test_a_refused_watch_is_retried_after_a_pause_and_a_fresh_read(
         await controller.finish(name, "Complete")
         await wait_status(aconn, job_id, "succeeded")
     verbs = [call.verb for call in controller.server.calls]
-    assert verbs == ["list", "create", "watch", "get", "watch", "list"]
+    assert verbs == ["list", "create", "watch", "get", "watch", "list", "list"]  # pods, history
 
 
 # --- failure, retry, dead -----------------------------------------------------------------
@@ -406,7 +421,7 @@ async def test_a_job_deleted_by_someone_else_fails_the_attempt_and_the_retry_mak
 # --- the verbs the worker's Role must grant -----------------------------------------------
 
 
-async def test_the_worker_uses_exactly_create_get_list_watch_delete_of_jobs_in_the_namespace(
+async def test_the_worker_uses_exactly_its_verbs_on_jobs_and_pods_in_the_namespace(
     app: tickwork.App,
     database_url: str,
     controller: JobController,
@@ -431,7 +446,7 @@ async def test_the_worker_uses_exactly_create_get_list_watch_delete_of_jobs_in_t
         await asyncio.to_thread(app.cancel, stopped)
         await wait_status(aconn, stopped, "cancelled")
     used = {(call.verb, call.resource, call.namespace) for call in controller.server.calls}
-    assert used == {(verb, "jobs.batch", NAMESPACE) for verb in ALLOWED}
+    assert used == USED
     gets = [call.name for call in controller.server.calls if call.verb == "get"]
     assert gets == [name]
 

@@ -1,11 +1,14 @@
 """Containers as jobs, the worker's side: the built-in task that runs a tickwork job of the
 reserved kind :data:`~tickwork.schedules.container_jobs.KIND` as one Kubernetes Job per
 attempt (:mod:`.task`), the reconciler deleting the Jobs that outlived their job
-(:mod:`.orphans`), the Job's manifest and status (:mod:`.manifests`, pure) and the small
+(:mod:`.orphans`), the Job's manifest and status (:mod:`.manifests`, pure), what a finished Job
+leaves as the job's result (:mod:`.termination`, pure) and the small
 Kubernetes API client they use (:mod:`.kube`). ``tickwork worker --container-jobs`` calls
 :func:`connect`, :func:`register` and adds :func:`reconciler` to the worker's services."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from tickwork.app import App
 from tickwork.containers import kube, orphans, task
@@ -29,8 +32,8 @@ def register(app: App, client: kube.Client | None = None) -> None:
     """Register the container-job task in ``app``; ``client`` defaults to :func:`connect`."""
     api = client or connect()
 
-    async def run_container_job(job: Job) -> None:
-        await task.run(job, api)
+    async def run_container_job(job: Job) -> dict[str, Any]:
+        return await task.run(job, api)
 
     app.registry.add(
         Task(

@@ -1,8 +1,9 @@
-"""The worker's small asyncio client of the Kubernetes API, for batch/v1 Jobs only.
+"""The worker's small asyncio client of the Kubernetes API, for batch/v1 Jobs and their pods.
 
 It sends exactly the requests container jobs need — create, get, list (in pages), watch and
-delete of ``batch/v1`` Jobs in one namespace — and nothing else, so the worker's Role grants exactly
-those verbs. Where to connect and how to authenticate comes from the ``kubernetes`` package's
+delete of ``batch/v1`` Jobs in one namespace, and list of the pods of a finished Job (for its
+container's termination message) — and nothing else, so the worker's Role grants exactly those
+verbs. Where to connect and how to authenticate comes from the ``kubernetes`` package's
 loaders (the pod's service account in a cluster, else the kubeconfig: ``$KUBECONFIG`` or
 ``~/.kube/config``); the requests go through aiohttp on the worker's loop, so a watch waiting
 for a Job to finish holds no thread. A session (:meth:`Client.session`) is opened per job
@@ -142,19 +143,28 @@ class Jobs:
             answer = json.loads(text) if text else {}
             return answer if isinstance(answer, dict) else {}
 
-    async def list(self, namespace: str, selector: str) -> list[Body]:
-        """The Jobs in ``namespace`` matching the label ``selector``, read :data:`PAGE` at a
-        time (each page's ``continue`` token asks for the next)."""
+    async def _list(self, url: str, selector: str) -> list[Body]:
         found: list[Body] = []
         params = {"labelSelector": selector, "limit": str(PAGE)}
         while True:
-            answer = await self._request("GET", self._url(namespace), params=params)
+            answer = await self._request("GET", url, params=params)
             found += [item for item in answer.get("items") or [] if isinstance(item, dict)]
             metadata = answer.get("metadata")
             token = metadata.get("continue") if isinstance(metadata, dict) else None
             if not token:
                 return found
             params = {**params, "continue": str(token)}
+
+    async def pods(self, namespace: str, selector: str) -> list[Body]:
+        """The pods in ``namespace`` matching the label ``selector`` (a Job's: read for the
+        termination message of its container, :mod:`tickwork.containers.termination`)."""
+        path = f"/api/v1/namespaces/{quote(namespace, safe='')}/pods"
+        return await self._list(self._client.host + path, selector)
+
+    async def list(self, namespace: str, selector: str) -> list[Body]:
+        """The Jobs in ``namespace`` matching the label ``selector``, read :data:`PAGE` at a
+        time (each page's ``continue`` token asks for the next)."""
+        return await self._list(self._url(namespace), selector)
 
     async def get(self, namespace: str, name: str) -> Body | None:
         try:

@@ -25,8 +25,13 @@ the job's lease was taken over.
 The task enforces the job's timeout itself (``Task.own_timeout``): the Job's
 ``activeDeadlineSeconds`` is the timeout, the Job failing with ``DeadlineExceeded`` is the
 attempt timing out, and only a Job still running :data:`DEADLINE_MARGIN_SECONDS` past its
-deadline is deleted by the worker. The task returns None: a schedule job's return value would
-become its schedule's carried state.
+deadline is deleted by the worker.
+
+A finished Job's result (:mod:`tickwork.containers.termination`): succeeded, the task returns
+its outcome and the termination message of its first container (read from its pods before any
+pruning), which the job keeps as its result (a container schedule carries no state: its payload
+is always its template); failed, that message ends the attempt's error. Reading the pods never
+fails an attempt: an error is logged and the message left out.
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ from typing import Any
 import aiohttp
 
 from tickwork.clock import sleep
-from tickwork.containers import kube, manifests
+from tickwork.containers import kube, manifests, termination
 from tickwork.containers.manifests import Attempt, Body
 from tickwork.logs import fields
 from tickwork.model import Job
@@ -67,7 +72,7 @@ class ContainerJobTimedOut(TimeoutError):
     """The Job ran past its activeDeadlineSeconds."""
 
 
-async def run(job: Job, client: kube.Client) -> None:
+async def run(job: Job, client: kube.Client) -> dict[str, Any]:
     container = ContainerJob.from_payload(job.payload)  # a ValueError names the field
     wanted = manifests.attempt(container, job)
     async with client.session() as api:
@@ -85,8 +90,9 @@ async def run(job: Job, client: kube.Client) -> None:
                     extra=_fields("kubernetes_job_left", job, wanted.namespace, name),
                 )
             raise
+        outcome = manifests.state(final)
+        said = await _termination_message(api, wanted.namespace, final, outcome.succeeded, job)
         await _prune(api, container, wanted, job)
-    outcome = manifests.state(final)
     name = f"{wanted.namespace}/{manifests.name_of(final)}"
     if outcome.succeeded:
         log.info(
@@ -96,13 +102,39 @@ async def run(job: Job, client: kube.Client) -> None:
                 "kubernetes_job_complete", job, wanted.namespace, manifests.name_of(final)
             ),
         )
-        return
+        return termination.result(
+            wanted.namespace,
+            manifests.name_of(final),
+            outcome.completion_time,
+            termination.first_container(final),
+            said,
+        )
+    told = "" if said is None else f"; its container said: {said}"
     if outcome.deadline_exceeded:
         raise ContainerJobTimedOut(
             f"timed out: Job {name} ran past its activeDeadlineSeconds "
-            f"({wanted.deadline_seconds}s): {outcome.reason}: {outcome.message}"
+            f"({wanted.deadline_seconds}s): {outcome.reason}: {outcome.message}{told}"
         )
-    raise ContainerJobFailed(f"Job {name} failed: {outcome.reason}: {outcome.message}")
+    raise ContainerJobFailed(f"Job {name} failed: {outcome.reason}: {outcome.message}{told}")
+
+
+async def _termination_message(
+    api: kube.Jobs, namespace: str, final: Body, succeeded: bool, job: Job
+) -> str | None:
+    """The finished Job's first container's termination message; None when there is none or
+    its pods cannot be read (logged)."""
+    try:
+        pods = await api.pods(namespace, termination.pod_selector(final))
+    except (kube.ApiError, aiohttp.ClientError, TimeoutError, ValueError) as exc:
+        log.warning(
+            "could not read the pods of Job %s/%s for its termination message: %s",
+            namespace,
+            manifests.name_of(final),
+            exc,
+            extra=fields(action="kubernetes_pods_unread", job_id=job.id, namespace=namespace),
+        )
+        return None
+    return termination.message(final, pods, succeeded)
 
 
 async def _adopt_or_create(api: kube.Jobs, wanted: Attempt, job: Job) -> Body:

@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from tickwork.model import NewJob, OpenJobs
-from tickwork.schedules.container_jobs import ContainerJob
+from tickwork.schedules.container_jobs import KIND, ContainerJob
 from tickwork.schedules.definition import ScheduleDefinition
 from tickwork.schedules.limits import MAX_CATCH_UP
 from tickwork.schedules.options import ConcurrencyPolicy, MisfirePolicy
@@ -190,7 +190,8 @@ def job_payload(namespace: str, definition: ScheduleDefinition, state: Any) -> A
     """The payload of the schedule's next job: with a ``jobTemplate``, the
     :class:`~tickwork.schedules.container_jobs.ContainerJob` (its Jobs go to the Schedule
     object's Kubernetes namespace, else the schedule namespace; no carried state); otherwise
-    the carried ``state`` when not None, else the template's payload."""
+    the carried ``state`` when not None, else the template's payload. A container job's result
+    (its Kubernetes Job's outcome) is never carried, however its schedule was defined."""
     container = definition.container
     if container is not None:
         return ContainerJob(
@@ -201,7 +202,9 @@ def job_payload(namespace: str, definition: ScheduleDefinition, state: Any) -> A
             successful_jobs_history_limit=definition.successful_jobs_history_limit,
             failed_jobs_history_limit=definition.failed_jobs_history_limit,
         ).to_payload()
-    return definition.job.payload if state is None else state
+    if state is None or definition.job.kind == KIND:
+        return definition.job.payload
+    return state
 
 
 def alike(definition: ScheduleDefinition) -> bool:
