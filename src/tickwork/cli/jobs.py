@@ -106,7 +106,10 @@ def _register_enqueue(subcommands: common.Subcommands) -> None:
 
 def _register_jobs(subcommands: common.Subcommands) -> None:
     parser = subcommands.add_parser(
-        "jobs", help="list jobs", description="List jobs, newest first."
+        "jobs",
+        help="list jobs; jobs get JOB_ID: one job, its result and progress",
+        description="List jobs, newest first; `tickwork jobs get JOB_ID` shows one job with "
+        "its result and progress.",
     )
     parser.add_argument("--status", choices=[s.value for s in JobStatus])
     parser.add_argument("--kind")
