@@ -323,10 +323,11 @@ def complete_jobs(
     InvalidInput), why the value was not kept in ``result_errors``, and its last progress
     report not written yet in ``progress`` (absent: the stored one stays). A schedule job's
     result is its schedule's carried state."""
-    kept, errors, reports = results or {}, result_errors or {}, progress or {}
-    states = [optional_json("return value", kept.get(j.id)) for j in jobs]
-    notes = [errors.get(j.id) for j in jobs]
-    last = [optional_json("progress", reports.get(j.id)) for j in jobs]
+    # An empty mapping is sent as a NULL array, which unnest pads with NULLs: most batches
+    # have no result errors and no pending progress, and their arrays cost nothing then.
+    states = [optional_json("return value", results.get(j.id)) for j in jobs] if results else None
+    notes = [result_errors.get(j.id) for j in jobs] if result_errors else None
+    last = [optional_json("progress", progress.get(j.id)) for j in jobs] if progress else None
     return _fenced(
         "job_complete_many", jobs, now, results=states, result_errors=notes, progress=last
     )

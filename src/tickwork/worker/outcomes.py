@@ -227,13 +227,23 @@ class Outcomes:
             async with self._pool().connection() as conn:
                 # Each job's result (a schedule job's is its schedule's carried state: the
                 # jobs_schedule_ended trigger) and last progress, in the outcome's statement.
-                helds = [held for j in jobs if (held := self._held.get(j.id)) is not None]
+                results, errors, reported = {}, {}, []
+                for job in jobs:
+                    held = self._held.get(job.id)
+                    if held is None:
+                        continue
+                    if held.result is not None:
+                        results[job.id] = held.result
+                    elif held.result_error is not None:
+                        errors[job.id] = held.result_error
+                    if held.progress is not None:
+                        reported.append(held)
                 op = jobs_db.complete_jobs(
                     jobs,
                     self._clock.now(),
-                    {h.job.id: h.result for h in helds if h.result is not None},
-                    result_errors={h.job.id: h.result_error for h in helds if h.result_error},
-                    progress=progress.pending_json(helds),
+                    results,
+                    result_errors=errors,
+                    progress=progress.pending_json(reported),
                 )
                 return await store.arun(conn, op)
 
