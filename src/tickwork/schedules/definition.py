@@ -23,10 +23,10 @@ import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, NoReturn
 
-from tickwork.schedules import container_jobs, limits, occurrences
+from tickwork.schedules import calendars, container_jobs, limits, occurrences
 from tickwork.schedules.checks import (
     DefinitionError,
     check_container_template,
@@ -97,6 +97,12 @@ class ScheduleDefinition:
     """Retention keeps this many of the schedule's newest succeeded jobs, deletes older ones."""
     failed_jobs_history_limit: int = DEFAULT_FAILED_JOBS_HISTORY_LIMIT
     """Retention keeps this many of the newest jobs that ended dead or cancelled."""
+    exclude: tuple[str, ...] = ()
+    """ISO dates and cron expressions whose occurrences do not fire (:mod:`.calendars`)."""
+    start_time: datetime | None = None
+    """No occurrence before this instant."""
+    end_time: datetime | None = None
+    """No occurrence after this instant: the schedule then has ended."""
 
     def validate(self, namespace: str) -> None:
         """Raise :class:`DefinitionError` for the first invalid value."""
@@ -112,7 +118,7 @@ class ScheduleDefinition:
         if self.schedule is not None and (meant := occurrences.interval_in(self.schedule)):
             fail("spec.schedule", f"{self.schedule!r} is an interval: use `every: {meant}` instead")
         try:
-            self.timetable(namespace)
+            self.grid(namespace)
         except occurrences.InvalidExpression as error:
             fail("spec.schedule" if self.schedule is not None else "spec.every", str(error))
         if self.schedule is not None and self.interval_mode is not IntervalMode.FIXED_RATE:
@@ -133,6 +139,10 @@ class ScheduleDefinition:
             fail("spec.jitterSeconds", f"must be less than spec.every ({every})")
         self._validate_job()
         self._validate_container()
+        try:
+            self.timetable(namespace).check(occurrences.load_zone(self.time_zone))
+        except calendars.CalendarError as error:
+            fail(error.field, str(error))
 
     def owned_by(self, namespace: str, uid: str | None) -> ScheduleDefinition:
         """This definition as the Schedule object of Kubernetes ``namespace`` with ``uid``
@@ -142,13 +152,24 @@ class ScheduleDefinition:
         target = dataclasses.replace(self.container, namespace=namespace, owner_uid=uid)
         return dataclasses.replace(self, container=target)
 
-    def timetable(self, namespace: str) -> occurrences.Timetable:
-        """The occurrence calculator; hashed ``H`` cron fields are seeded by namespace/name."""
+    def timetable(self, namespace: str) -> calendars.Calendared:
+        """The occurrence calculator, its calendar applied; hashed ``H`` cron fields (also
+        those of ``spec.exclude``) are seeded by namespace/name."""
+        return calendars.Calendared(self.grid(namespace), self.calendar(namespace))
+
+    def grid(self, namespace: str) -> occurrences.Timetable:
+        """The occurrences of ``spec.schedule`` or ``spec.every`` alone, without the calendar."""
         if self.schedule is not None:
             return occurrences.CronTimetable.parse(self.schedule, seed=f"{namespace}/{self.name}")
         if self.every is None:
             raise self._error("spec", "set exactly one of spec.schedule or spec.every")
         return occurrences.FixedRate(self.every)
+
+    def calendar(self, namespace: str) -> calendars.Calendar:
+        """``spec.exclude``, ``spec.startTime`` and ``spec.endTime`` (CalendarError if bad)."""
+        return calendars.Calendar.parse(
+            self.exclude, self.start_time, self.end_time, seed=f"{namespace}/{self.name}"
+        )
 
     def to_spec(self) -> dict[str, Any]:
         """The canonical manifest ``spec``: every set field, defaults included, None omitted.
@@ -175,6 +196,12 @@ class ScheduleDefinition:
         spec["pendingJobsOnDelete"] = str(self.pending_jobs_on_delete)
         spec["successfulJobsHistoryLimit"] = self.successful_jobs_history_limit
         spec["failedJobsHistoryLimit"] = self.failed_jobs_history_limit
+        if self.exclude:
+            spec["exclude"] = list(self.exclude)
+        if self.start_time is not None:
+            spec["startTime"] = self.start_time.isoformat()
+        if self.end_time is not None:
+            spec["endTime"] = self.end_time.isoformat()
         spec["job"] = job_to_spec(self.job, container=self.container is not None)
         if self.container is not None:
             spec["jobTemplate"] = copy_json(self.container.template)
@@ -227,6 +254,9 @@ class ScheduleDefinition:
             failed_jobs_history_limit=or_default(
                 fields.integer("failedJobsHistoryLimit"), DEFAULT_FAILED_JOBS_HISTORY_LIMIT
             ),
+            exclude=fields.strings("exclude", limits.MAX_EXCLUSIONS),
+            start_time=fields.parse("startTime", calendars.parse_instant),
+            end_time=fields.parse("endTime", calendars.parse_instant),
         )
 
     def _validate_job(self) -> None:

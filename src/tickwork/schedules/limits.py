@@ -45,6 +45,19 @@ MAX_SCHEDULE_LENGTH = 1024
 MAX_EVERY_LENGTH = 64
 MAX_TIME_ZONE_LENGTH = 64
 """The longest IANA name is 32 characters."""
+MAX_EXCLUSIONS = 100
+"""Items of ``spec.exclude`` (dates and cron expressions together): a few years of holidays."""
+MAX_CRON_EXCLUSIONS = 16
+"""Cron expressions among them: each one is matched against every candidate occurrence."""
+MAX_EXCLUSION_LENGTH = 128
+"""One item of ``spec.exclude``."""
+MAX_EXCLUSION_SEARCH = 10_000
+"""Candidate occurrences one search through a calendar looks at (validation: the first kept
+occurrence; firing: the next one) before it gives up: it bounds the time a hostile
+``spec.exclude`` costs."""
+MIN_YEAR, MAX_YEAR = 1970, 8999
+"""The years of ``spec.startTime``, ``spec.endTime`` and the dates of ``spec.exclude``:
+searches run centuries past them without reaching ``datetime``'s year 9999."""
 
 PAYLOAD_MAX_DEPTH = 64
 """Nesting levels of ``job.payload`` (a scalar payload is depth 0, ``{"a": 1}`` depth 1)."""

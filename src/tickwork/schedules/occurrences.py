@@ -40,7 +40,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from fractions import Fraction
-from typing import TypeAlias
+from typing import Protocol, TypeAlias
 from zoneinfo import ZoneInfo, available_timezones
 
 from tickwork.errors import TickworkError
@@ -370,7 +370,7 @@ def _offsets(wall: datetime, tz: ZoneInfo) -> tuple[timedelta, timedelta]:
     return before, after
 
 
-def _transition(tz: ZoneInfo, before: datetime, after: datetime) -> datetime:
+def transition(tz: ZoneInfo, before: datetime, after: datetime) -> datetime:
     """The instant in (before, after] at which ``tz`` switches to the UTC offset of ``after``.
 
     Bisects over whole seconds, on which zone transitions fall. Callers bracket one skipped
@@ -427,20 +427,20 @@ class CronTimetable:
             # Second pass of a repeated stretch, whose wall times all fired on the first
             # pass: resume from the reading the clock had reached before it fell back.
             first_pass = local.replace(fold=0)
-            wall = self._first_match(_transition(tz, first_pass, instant) + _offset(first_pass))
+            wall = self._first_match(transition(tz, first_pass, instant) + _offset(first_pass))
         else:
             wall = self._first_match(local, strictly_after=True)
         before, after = _offsets(wall, tz)
         if before >= after:
             return _at(wall, before)
-        return _transition(tz, _at(wall, after), _at(wall, before))
+        return transition(tz, _at(wall, after), _at(wall, before))
 
     def _next_reading(self, instant: datetime, local: datetime, tz: ZoneInfo) -> datetime:
         # Every instant whose clock reading matches fires; a skipped reading has no instant.
         wall = self._first_match(local, strictly_after=True)
         before, after = _offsets(wall, tz)
         while before < after:
-            landing = _transition(tz, _at(wall, after), _at(wall, before)) + after
+            landing = transition(tz, _at(wall, after), _at(wall, before)) + after
             wall = self._first_match(landing)
             before, after = _offsets(wall, tz)
         found = _at(wall, before)
@@ -450,7 +450,7 @@ class CronTimetable:
         if not local.fold and _offset(replay) != _offset(local):
             # The clock is about to fall back and replay readings up to this one: the replay
             # of the earliest matching reading may come before ``found``.
-            wall = self._first_match(_transition(tz, instant, replay) + _offset(replay))
+            wall = self._first_match(transition(tz, instant, replay) + _offset(replay))
             if wall <= local.replace(tzinfo=None):
                 found = min(found, _at(wall, _offset(replay)))
         return found
@@ -605,8 +605,15 @@ class FixedRate:
 Timetable: TypeAlias = CronTimetable | FixedRate
 
 
+class Occurring(Protocol):
+    """A timetable that may end: ``next_after`` is None after its last occurrence (a
+    :class:`~tickwork.schedules.calendars.Calendared` past its ``endTime``)."""
+
+    def next_after(self, after: datetime, tz: ZoneInfo) -> datetime | None: ...
+
+
 def occurrences_between(
-    timetable: Timetable,
+    timetable: Occurring,
     start_exclusive: datetime,
     end_inclusive: datetime,
     tz: ZoneInfo,
@@ -618,10 +625,11 @@ def occurrences_between(
     found: list[datetime] = []
     moment = start_exclusive
     while len(found) < limit:
-        moment = timetable.next_after(moment, tz)
-        if moment > end:
+        following = timetable.next_after(moment, tz)
+        if following is None or following > end:
             break
-        found.append(moment)
+        found.append(following)
+        moment = following
     return found
 
 

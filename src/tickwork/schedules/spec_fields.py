@@ -119,6 +119,10 @@ SPEC_FIELDS = frozenset(
         "jobTemplate",
         TARGET_FIELD,
         "scheduleNamespace",
+        # calendars (docs/calendars.md)
+        "exclude",
+        "startTime",
+        "endTime",
     }
 )
 
@@ -176,6 +180,20 @@ class Fields:
         if value is None or isinstance(value, str):
             return self._limited(key, value)
         raise self.error(key, f"must be a string, not {type_name(value)}")
+
+    def strings(self, key: str, most: int) -> tuple[str, ...]:
+        """A list of at most ``most`` strings (absent: empty)."""
+        value = self.values.get(key)
+        if value is None:
+            return ()
+        if not isinstance(value, list):
+            raise self.error(key, f"must be a list of strings, not {type_name(value)}")
+        if len(value) > most:
+            raise self.error(key, f"has {len(value)} items, at most {most}")
+        for index, item in enumerate(value):
+            if not isinstance(item, str):
+                raise self.error(f"{key}[{index}]", f"must be a string, not {type_name(item)}")
+        return tuple(value)
 
     def boolean(self, key: str) -> bool | None:
         value = self.values.get(key)

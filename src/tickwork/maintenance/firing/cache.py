@@ -35,6 +35,7 @@ def compile_spec(namespace: str, name: str, spec: dict[str, Any]) -> Compiled:
         timetable=None if delay is not None else definition.timetable(namespace),
         zone=occurrences.load_zone(definition.time_zone),
         delay=delay,
+        calendar=definition.calendar(namespace),
     )
 
 
