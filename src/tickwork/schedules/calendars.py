@@ -223,28 +223,47 @@ class Calendared:
         :data:`limits.MAX_EXCLUSION_SEARCH` candidates."""
         if self.calendar.empty:
             return self.timetable.next_after(after, tz)
-        return self.search(after, tz, after + timedelta(days=366 * RUNTIME_YEARS))
+        horizon = after + timedelta(days=366 * RUNTIME_YEARS)
+        found = self.search(after, tz, horizon)
+        end = self.calendar.end
+        if found is None and (end is None or end > horizon):
+            raise CalendarError("spec.exclude", f"excludes every occurrence {_until(horizon)}")
+        return found
+
+    def between(
+        self, start_exclusive: datetime, end_inclusive: datetime, tz: ZoneInfo, *, limit: int
+    ) -> list[datetime]:
+        """Kept occurrences in (start_exclusive, end_inclusive], ascending, at most ``limit``."""
+        found: list[datetime] = []
+        moment = start_exclusive
+        while len(found) < limit:
+            following = self.search(moment, tz, end_inclusive)
+            if following is None:
+                break
+            found.append(following)
+            moment = following
+        return found
 
     def search(self, after: datetime, tz: ZoneInfo, horizon: datetime) -> datetime | None:
-        """:meth:`next_after`, giving up after ``horizon``."""
+        """The first kept occurrence in (after, horizon], None when there is none (or the
+        calendar ends first); CalendarError after :data:`limits.MAX_EXCLUSION_SEARCH`
+        candidates."""
         calendar_ = self.calendar
         moment = after
         if calendar_.start is not None and moment < calendar_.start:
             moment = calendar_.start - _TICK
         for _ in range(limits.MAX_EXCLUSION_SEARCH):
             found = self.timetable.next_after(moment, tz)
-            if calendar_.end is not None and found > calendar_.end:
+            if found > horizon or (calendar_.end is not None and found > calendar_.end):
                 return None
-            if found > horizon:
-                break
             until = calendar_.excluded_until(found, tz)
             if until is None:
                 return found
             moment = until - _TICK
         raise CalendarError(
             "spec.exclude",
-            f"excludes every occurrence from {after.isoformat()} to {horizon.isoformat()} "
-            f"(or the first {limits.MAX_EXCLUSION_SEARCH:,} looked at)",
+            f"excludes the first {limits.MAX_EXCLUSION_SEARCH:,} occurrences after "
+            f"{after.isoformat()}",
         )
 
     def check(self, tz: ZoneInfo) -> None:
@@ -266,19 +285,22 @@ class Calendared:
         else:
             searched = self
         horizon = start + timedelta(days=366 * SEARCH_YEARS)
+        everything = CalendarError(
+            "spec.exclude",
+            f"excludes every occurrence: none is left within {SEARCH_YEARS} years (searched "
+            f"from {start.date().isoformat()}, through at most "
+            f"{limits.MAX_EXCLUSION_SEARCH:,} occurrences)",
+        )
         try:
             found = searched.search(start - _TICK, tz, horizon)
         except CalendarError:
-            raise CalendarError(
-                "spec.exclude",
-                f"excludes every occurrence: none is left within {SEARCH_YEARS} years "
-                f"(searched from {start.date().isoformat()}, through at most "
-                f"{limits.MAX_EXCLUSION_SEARCH:,} occurrences)",
-            ) from None
-        if found is None:  # past endTime
+            raise everything from None
+        if found is None:
+            end = searched.calendar.end
+            if end is None or end > horizon:
+                raise everything
             first = self.timetable.next_after(start - _TICK, tz)
-            assert calendar_.end is not None
-            if first <= calendar_.end:
+            if first <= end:
                 raise CalendarError(
                     "spec.exclude",
                     "excludes every occurrence between spec.startTime and spec.endTime",
@@ -288,6 +310,10 @@ class Calendared:
                 f"leaves no occurrence: the first one after spec.startTime is "
                 f"{first.astimezone(tz).isoformat()}",
             )
+
+
+def _until(horizon: datetime) -> str:
+    return f"up to {horizon.date().isoformat()} (or the first {limits.MAX_EXCLUSION_SEARCH:,})"
 
 
 def parse_date(text: str) -> date:

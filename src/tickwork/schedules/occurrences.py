@@ -40,7 +40,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from fractions import Fraction
-from typing import Protocol, TypeAlias
+from typing import TypeAlias
 from zoneinfo import ZoneInfo, available_timezones
 
 from tickwork.errors import TickworkError
@@ -605,15 +605,8 @@ class FixedRate:
 Timetable: TypeAlias = CronTimetable | FixedRate
 
 
-class Occurring(Protocol):
-    """A timetable that may end: ``next_after`` is None after its last occurrence (a
-    :class:`~tickwork.schedules.calendars.Calendared` past its ``endTime``)."""
-
-    def next_after(self, after: datetime, tz: ZoneInfo) -> datetime | None: ...
-
-
 def occurrences_between(
-    timetable: Occurring,
+    timetable: Timetable,
     start_exclusive: datetime,
     end_inclusive: datetime,
     tz: ZoneInfo,
@@ -625,11 +618,10 @@ def occurrences_between(
     found: list[datetime] = []
     moment = start_exclusive
     while len(found) < limit:
-        following = timetable.next_after(moment, tz)
-        if following is None or following > end:
+        moment = timetable.next_after(moment, tz)
+        if moment > end:
             break
-        found.append(following)
-        moment = following
+        found.append(moment)
     return found
 
 
