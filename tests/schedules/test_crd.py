@@ -4,6 +4,7 @@ and by the operator's translation alike, and kopf's peering CRDs."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -104,6 +105,17 @@ CEL_RULES: dict[str, Callable[[dict[str, Any]], bool]] = {
         (s.get("job") or {}).get("concurrencyLimit", 1) == 1
         or s.get("concurrencyPolicy") != "BufferOne"
     ),
+    "!has(self.startTime) || !has(self.endTime) || self.endTime > self.startTime": lambda s: (
+        "startTime" not in s
+        or "endTime" not in s
+        or datetime.fromisoformat(s["endTime"]) > datetime.fromisoformat(s["startTime"])
+    ),
+    (
+        "!has(self.exclude) || "
+        "self.exclude.filter(e, !e.matches('^[0-9]{4}-[0-9]{2}-[0-9]{2}$')).size() <= 16"
+    ): lambda s: (
+        sum(not re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", e) for e in s.get("exclude", [])) <= 16
+    ),
     "self.maxDelaySeconds >= self.baseDelaySeconds": lambda r: (
         r.get("maxDelaySeconds", 3600) >= r.get("baseDelaySeconds", 30)
     ),
@@ -132,7 +144,7 @@ def schema_errors(document: dict[str, Any]) -> list[str]:
 
 
 def test_the_examples_exist() -> None:
-    assert 3 <= len(EXAMPLE_FILES) <= 5
+    assert 3 <= len(EXAMPLE_FILES) <= 6
 
 
 @pytest.mark.parametrize("path", EXAMPLE_FILES, ids=lambda p: p.name)
@@ -253,6 +265,14 @@ def manifest(**spec: Any) -> dict[str, Any]:
             concurrencyPolicy="BufferOne",
             job={"kind": "k", "concurrencyKey": "c", "concurrencyLimit": 2},
         ),
+        manifest(exclude="* * * * 0,6"),
+        manifest(exclude=["@daily"]),
+        manifest(exclude=["* * * *"]),
+        manifest(exclude=[""]),
+        manifest(exclude=["2030-12-25"] * 101),
+        manifest(exclude=[f"{n} 3 * * *" for n in range(17)]),
+        manifest(startTime="2030-02-01T00:00:00Z", endTime="2030-01-31T23:00:00-02:00"),
+        manifest(startTime="2030-02-01T00:00:00Z", endTime="2030-02-01T00:00:00Z"),
         manifest(timeZone=""),
         manifest(scheduleNamespace=""),
         manifest(unknown=1),
@@ -446,8 +466,13 @@ def test_crd_fields_are_the_spec_fields() -> None:
     spec = openapi_schema()["properties"]["spec"]
     nightly = NIGHTLY_DEFINITION.to_spec()
     job_spec = {**nightly["job"], "concurrencyLimit": 2}  # needs the key NIGHTLY has
+    calendar = {
+        "exclude": ["2030-12-25"],
+        "startTime": "2030-01-01T00:00:00Z",
+        "endTime": "2031-01-01T00:00:00Z",
+    }
     full = ScheduleDefinition.from_spec(
-        "a", {**nightly, "schedule": None, "every": "1m", "job": job_spec}
+        "a", {**nightly, "schedule": None, "every": "1m", "job": job_spec, **calendar}
     ).to_spec()
     assert set(spec["properties"]) == {*full, "schedule", "scheduleNamespace", "jobTemplate"}
     job = spec["properties"]["job"]

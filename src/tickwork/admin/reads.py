@@ -24,7 +24,9 @@ from tickwork.db.connections import Connection
 from tickwork.errors import JobNotFound, ScheduleNotFound
 from tickwork.flow import limiting
 from tickwork.model import Job
-from tickwork.schedules import occurrences
+from tickwork.schedules import calendars, occurrences
+from tickwork.schedules.checks import DefinitionError
+from tickwork.schedules.definition import ScheduleDefinition
 from tickwork.schedules.options import HistoryLimits, IntervalMode
 from tickwork.schedules.stored import stored_history_limits
 from tickwork.transitions import job_target
@@ -305,7 +307,8 @@ class ScheduleDetail:
     row: schedules_db.ScheduleRow
     namespace: admin_db.NamespaceRow
     upcoming: list[datetime]
-    """Its next occurrences after now, in its zone, as ``tickwork preview`` computes them."""
+    """Its next occurrences after now, in its zone, as ``tickwork preview`` computes them
+    (its calendar applied: ``spec.exclude``, ``startTime``, ``endTime``)."""
     no_upcoming: str | None
     """Why none are listed (a fixed-delay interval, a spec this version cannot read)."""
     activity: Activity
@@ -322,15 +325,18 @@ def upcoming(row: schedules_db.ScheduleRow, after: datetime) -> tuple[list[datet
         return [], "A fixed-delay interval counts from each run's end"
     expression = row.schedule if row.schedule is not None else f"@every {row.every}"
     try:
-        found = occurrences.preview(
+        found = calendars.preview(
             expression,
+            ScheduleDefinition.from_spec(row.name, row.spec).calendar(row.namespace),
             time_zone=row.time_zone,
             start=after,
             count=UPCOMING,
             seed=f"{row.namespace}/{row.name}",
         )
-    except occurrences.InvalidExpression as exc:
+    except (occurrences.InvalidExpression, DefinitionError) as exc:
         return [], f"The stored spec cannot be read ({exc})"
+    if not found:
+        return [], "The schedule has ended (spec.endTime)"
     return found, None
 
 

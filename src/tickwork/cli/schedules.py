@@ -25,7 +25,7 @@ from tickwork.db import store
 from tickwork.db.job_counts import RunCounts
 from tickwork.db.schedules import ScheduleRow
 from tickwork.errors import InvalidInput
-from tickwork.schedules import manifests, occurrences, operations, tenancy
+from tickwork.schedules import calendars, manifests, occurrences, operations, tenancy
 from tickwork.schedules.stored import stored_history_limits
 from tickwork.schedules.sync import SyncReport
 from tickwork.settings import add_arguments
@@ -122,7 +122,8 @@ def _register_preview(subcommands: common.Subcommands) -> None:
         "preview",
         help="show the next occurrences of a cron expression or interval",
         description="Print the next occurrences of EXPR after --from, in --timezone, as a "
-        "schedule with that expression would fire them (daylight saving included). EXPR is a "
+        "schedule with that expression would fire them (daylight saving included; with "
+        "--exclude, --start-time and --end-time, its calendar too). EXPR is a "
         "cron expression (5 fields, or 6 with seconds first), a macro (@daily, @hourly, ...) "
         "or '@every DURATION' for an interval (e.g. '@every 90s'). Needs no database.",
     )
@@ -145,6 +146,21 @@ def _register_preview(subcommands: common.Subcommands) -> None:
         metavar="NS/NAME",
         help="the schedule whose hashed H fields to show (H offsets derive from its "
         "namespace and name)",
+    )
+    parser.add_argument(
+        "--exclude",
+        action="append",
+        default=[],
+        metavar="DATE_OR_CRON",
+        help="leave out occurrences as spec.exclude does, in --timezone: an ISO date "
+        "(2026-12-25, the whole day) or a cron expression naming the minutes to leave out "
+        "('* * * * 0,6': weekends); repeat for several",
+    )
+    parser.add_argument(
+        "--start-time", metavar="ISO", help="spec.startTime: no occurrence before this instant"
+    )
+    parser.add_argument(
+        "--end-time", metavar="ISO", help="spec.endTime: no occurrence after this instant"
     )
     common.add_output(parser)
     parser.set_defaults(handler=preview)
@@ -404,17 +420,47 @@ def preview(args: argparse.Namespace, env: common.Env) -> int:
             "pass --seed NS/NAME to see that schedule's times",
             file=sys.stderr,
         )
+    calendar = _calendar(args, seed)
     try:
-        found = occurrences.preview(
-            args.expression, time_zone=args.timezone, start=start, count=args.count, seed=seed
+        found = calendars.preview(
+            args.expression,
+            calendar,
+            time_zone=args.timezone,
+            start=start,
+            count=args.count,
+            seed=seed,
         )
+    except calendars.CalendarError as exc:
+        raise common.UsageError(f"--exclude: {exc}") from None
     except occurrences.InvalidExpression as exc:
         raise common.UsageError(f"EXPR: {exc}") from None
+    if len(found) < args.count and calendar.end is not None:
+        shown = calendar.end.isoformat()
+        print(f"tickwork: no occurrence after --end-time {shown}: it ends there", file=sys.stderr)
     if args.output == "json":
         print(output.dumps([instant.isoformat() for instant in found]))
     else:
         print("\n".join(describe_instants(found)))
     return 0
+
+
+_CALENDAR_FLAGS = {
+    "spec.exclude": "--exclude",
+    "spec.startTime": "--start-time",
+    "spec.endTime": "--end-time",
+}
+
+
+def _calendar(args: argparse.Namespace, seed: str) -> calendars.Calendar:
+    """The calendar of --exclude, --start-time and --end-time; errors name the flag."""
+    start = None if args.start_time is None else common.instant("--start-time", args.start_time)
+    end = None if args.end_time is None else common.instant("--end-time", args.end_time)
+    try:
+        return calendars.Calendar.parse(args.exclude, start, end, seed=seed)
+    except calendars.CalendarError as exc:
+        flag = _CALENDAR_FLAGS.get(exc.field.partition("[")[0], exc.field)
+        reason = str(exc).replace("spec.startTime", "--start-time")
+        raise common.UsageError(f"{flag}: {reason}") from None
 
 
 def _seed(text: str | None) -> str:

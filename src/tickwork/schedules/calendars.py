@@ -312,6 +312,29 @@ class Calendared:
             )
 
 
+def preview(
+    expression: str,
+    calendar_: Calendar = NO_CALENDAR,
+    *,
+    time_zone: str = "UTC",
+    start: datetime,
+    count: int,
+    seed: str = "",
+) -> list[datetime]:
+    """The next ``count`` kept occurrences after ``start``, in the schedule's zone (for
+    display); fewer when the calendar ends first. ``expression`` is a cron expression, or
+    ``@every <duration>`` for a fixed rate."""
+    zone = occurrences.load_zone(time_zone)
+    timetable = Calendared(occurrences.parse_expression(expression, seed=seed), calendar_)
+    found: list[datetime] = []
+    moment: datetime | None = start
+    while moment is not None and len(found) < count:
+        moment = timetable.next_after(moment, zone)
+        if moment is not None:
+            found.append(moment.astimezone(zone))
+    return found
+
+
 def _until(horizon: datetime) -> str:
     return f"up to {horizon.date().isoformat()} (or the first {limits.MAX_EXCLUSION_SEARCH:,})"
 

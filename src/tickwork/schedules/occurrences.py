@@ -625,27 +625,14 @@ def occurrences_between(
     return found
 
 
-def preview(
-    expression: str, *, time_zone: str = "UTC", start: datetime, count: int, seed: str = ""
-) -> list[datetime]:
-    """The next ``count`` occurrences after ``start``, in the schedule's zone (for display).
-
-    ``expression`` is a cron expression, or ``@every <duration>`` for a fixed rate.
-    """
-    zone = load_zone(time_zone)
+def parse_expression(expression: str, *, seed: str = "") -> Timetable:
+    """A cron expression, or ``@every <duration>`` for a fixed rate (what ``tickwork preview``
+    reads); an interval written for a cron expression points to ``@every``."""
     keyword, _, rest = expression.strip().partition(" ")
-    timetable: Timetable
     if keyword == "@every":
-        timetable = FixedRate(parse_duration(rest.strip()))
-    elif (meant := interval_in(expression)) is not None:
+        return FixedRate(parse_duration(rest.strip()))
+    if (meant := interval_in(expression)) is not None:
         raise InvalidExpression(
             f"{expression!r} is not a cron expression; did you mean `@every {meant}`?"
         )
-    else:
-        timetable = CronTimetable.parse(expression, seed=seed)
-    found: list[datetime] = []
-    moment = start
-    for _ in range(count):
-        moment = timetable.next_after(moment, zone)
-        found.append(moment.astimezone(zone))
-    return found
+    return CronTimetable.parse(expression, seed=seed)

@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC
+from typing import Any
 
 from tickwork.admin import reads
 from tickwork.admin.html import Child, Html, el, join, link, path
@@ -191,19 +192,37 @@ def _ownership(page: reads.ScheduleDetail) -> Html:
 
 
 def upcoming(page: reads.ScheduleDetail) -> Html:
-    """The next occurrences, in UTC and in the schedule's zone."""
+    """The next occurrences, in UTC and in the schedule's zone, after its calendar."""
     if not page.upcoming:
-        return el(
-            "p", page.no_upcoming, ": the next run is at ", when(page.summary.next_run_at), "."
+        return join(
+            calendar_note(page.row.spec),
+            el("p", page.no_upcoming, ": the next run is at ", when(page.summary.next_run_at), "."),
         )
-    return el(
-        "ol",
-        [
-            el("li", when(t), " ", el("span", t.strftime("%a %H:%M %Z"), class_="muted"))
-            for t in page.upcoming
-        ],
-        class_="upcoming",
+    return join(
+        calendar_note(page.row.spec),
+        el(
+            "ol",
+            [
+                el("li", when(t), " ", el("span", t.strftime("%a %H:%M %Z"), class_="muted"))
+                for t in page.upcoming
+            ],
+            class_="upcoming",
+        ),
     )
+
+
+def calendar_note(spec: Mapping[str, Any]) -> Html | None:
+    """What the calendar leaves out (``spec.exclude``, ``startTime``, ``endTime``), if any."""
+    parts = []
+    if spec.get("exclude"):
+        parts.append("not on " + ", ".join(map(str, spec["exclude"])))
+    if spec.get("startTime"):
+        parts.append(f"from {spec['startTime']}")
+    if spec.get("endTime"):
+        parts.append(f"until {spec['endTime']}")
+    if not parts:
+        return None
+    return el("p", "Calendar: ", "; ".join(parts), ".", class_="muted calendar")
 
 
 def run_strip(jobs: Sequence[admin_db.JobSummary]) -> Html:
