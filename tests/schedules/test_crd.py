@@ -513,6 +513,8 @@ def test_crd_status_fields() -> None:
         "observedGeneration",
         "revision",
         "nextRunAt",
+        "nextOccurrences",
+        "ended",
         "lastScheduleTime",
         "lastSuccessfulTime",
         "active",

@@ -363,7 +363,7 @@ class Runtime:
         row = None if refused else self.board.rows.get(key)
         last = None if refused else self.board.last_jobs.get(key)
         active = () if refused else self.board.active.get(key, ())
-        found = status.facts(row, active, last)
+        found = status.facts(row, active, last, now)
         service = self.served(entry, row)
         changes = status.patch(current, entry, condition, found, now, served=service)
         before = status.previous(current)
