@@ -170,8 +170,9 @@ class Calendar:
             )
         return cls(frozenset(dates), tuple(dict.fromkeys(crons)), start, end)
 
-    @property
+    @functools.cached_property
     def empty(self) -> bool:
+        """Whether it keeps every occurrence (asked on every firing: computed once)."""
         return not self.dates and not self.crons and self.start is None and self.end is None
 
     def excluded_until(self, instant: datetime, tz: ZoneInfo) -> datetime | None:
@@ -215,6 +216,14 @@ class Calendared:
 
     timetable: occurrences.Timetable
     calendar: Calendar = NO_CALENDAR
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    @functools.cached_property
+    def _hash(self) -> int:
+        # Firing keys its memo of next occurrences by the timetable: hash it once.
+        return hash((self.timetable, self.calendar))
 
     def next_after(self, after: datetime, tz: ZoneInfo) -> datetime | None:
         """The first kept occurrence strictly after ``after``, in UTC; None after ``endTime``.
