@@ -271,7 +271,7 @@ def manifest(**spec: Any) -> dict[str, Any]:
         manifest(exclude=[""]),
         manifest(exclude=["2030-12-25"] * 101),
         manifest(exclude=[f"{n} 3 * * *" for n in range(17)]),
-        manifest(startTime="2030-02-01T00:00:00Z", endTime="2030-01-31T23:00:00-02:00"),
+        manifest(startTime="2030-02-01T00:00:00Z", endTime="2030-02-01T01:00:00+02:00"),
         manifest(startTime="2030-02-01T00:00:00Z", endTime="2030-02-01T00:00:00Z"),
         manifest(timeZone=""),
         manifest(scheduleNamespace=""),

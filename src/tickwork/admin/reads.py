@@ -324,14 +324,16 @@ def upcoming(row: schedules_db.ScheduleRow, after: datetime) -> tuple[list[datet
     if row.spec.get("intervalMode") == IntervalMode.FIXED_DELAY:
         return [], "A fixed-delay interval counts from each run's end"
     expression = row.schedule if row.schedule is not None else f"@every {row.every}"
+    seed = f"{row.namespace}/{row.name}"
     try:
+        occurrences.parse_expression(expression, seed=seed)  # its own errors first
         found = calendars.preview(
             expression,
             ScheduleDefinition.from_spec(row.name, row.spec).calendar(row.namespace),
             time_zone=row.time_zone,
             start=after,
             count=UPCOMING,
-            seed=f"{row.namespace}/{row.name}",
+            seed=seed,
         )
     except (occurrences.InvalidExpression, DefinitionError) as exc:
         return [], f"The stored spec cannot be read ({exc})"
