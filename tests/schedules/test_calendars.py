@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.schedules.test_occurrences import ORACLE_EXPRESSIONS, TRANSITIONS, WallTest, at, oracle
+from tickwork.operator import webhook
 from tickwork.schedules import calendars, limits, occurrences
 from tickwork.schedules.calendars import Calendar, Calendared, CalendarError
 from tickwork.schedules.checks import DefinitionError
@@ -423,3 +424,24 @@ def test_the_runtime_search_is_bounded_and_says_why() -> None:
         everything.next_after(at("2026-06-01T00:00Z"), load_zone("UTC"))
     assert caught.value.field == "spec.exclude"
     assert calendars.RUNTIME_YEARS == 400
+
+
+@pytest.mark.parametrize(
+    ("spec", "field"),
+    [
+        ({"exclude": ["* * * * *"]}, "spec.exclude"),
+        ({"exclude": ["@weekly"]}, "spec.exclude[0]"),
+        ({"startTime": "2030-01-02T00:00:00Z", "endTime": "2030-01-01T00:00:00Z"}, "spec.endTime"),
+    ],
+)
+def test_the_operator_and_the_webhook_refuse_a_bad_calendar_naming_the_field(
+    spec: dict[str, Any], field: str
+) -> None:
+    body = {
+        "apiVersion": "tickwork.io/v1",
+        "kind": "Schedule",
+        "metadata": {"name": "nightly", "namespace": "team-a", "uid": "u-1", "generation": 1},
+        "spec": {"schedule": "0 9 * * *", "job": {"kind": "report.nightly"}, **spec},
+    }
+    message = webhook.refused(body)
+    assert message is not None and message.startswith(f"{field}: "), message
