@@ -445,3 +445,37 @@ def test_the_operator_and_the_webhook_refuse_a_bad_calendar_naming_the_field(
     }
     message = webhook.refused(body)
     assert message is not None and message.startswith(f"{field}: "), message
+
+
+# -- exclusions covering every second (minute, hour) the schedule fires at skip whole units --
+
+COVERING: list[tuple[str, str, WallTest]] = [
+    ("* * * * *", "0 * * * * 1-5", lambda w: w.isoweekday() <= 5 and w.second == 0),
+    ("*/20 * * * * *", "0,20,40 * 1 * * *", lambda w: w.hour == 1 and w.second % 20 == 0),
+    ("30 1,2 * * *", "* 30 1,2 * * *", lambda w: w.hour in (1, 2) and w.minute == 30),
+    ("*/15 * * * *", "* 0,15,30,45 0-22 * * *", lambda w: w.hour <= 22 and w.minute % 15 == 0),
+]
+
+
+@pytest.mark.parametrize(("zone", "instant", "shift"), TRANSITIONS)
+@pytest.mark.parametrize(("schedule", "exclude", "excluded"), COVERING)
+def test_whole_units_skipped_for_the_schedules_fields_lose_nothing(
+    zone: str, instant: str, shift: timedelta, schedule: str, exclude: str, excluded: WallTest
+) -> None:
+    tz, start = load_zone(zone), at(instant) - timedelta(days=3)
+    end = start + timedelta(days=5)
+    grid = CronTimetable.parse(schedule)
+    raw = occurrences_between(grid, start, end, tz, limit=100_000)
+    expected = [t for t in raw if not excluded(t.astimezone(tz).replace(tzinfo=None))]
+    calendared = Calendared(grid, Calendar.parse([exclude]))
+    assert calendared.between(start, end, tz, limit=100_000) == expected
+
+
+def test_a_seconds_exclusion_of_a_minutely_schedule_skips_whole_weekdays() -> None:
+    """``0 * * * * 1-5`` names second 0 of each weekday minute: every occurrence of
+    ``* * * * *`` on a weekday. Found with one jump per day, far within the search bound."""
+    weekends = Calendared(CronTimetable.parse("* * * * *"), Calendar.parse(["0 * * * * 1-5"]))
+    monday = at("2030-01-07T00:00Z")
+    assert weekends.next_after(monday, load_zone("UTC")) == at("2030-01-12T00:00Z")
+    assert weekends.calendar.crons[0].unit == 0  # a second, for an every-second schedule
+    assert weekends._units == (3,)  # a day, for this one

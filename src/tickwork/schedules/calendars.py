@@ -21,9 +21,12 @@ all keep and skip the same occurrences. The rules (docs/calendars.md):
   ``startTime`` or after ``endTime`` do not exist (both ends included). After ``endTime`` a
   schedule has no next run: it has ended.
 
-A search skips a whole excluded minute, hour or day at a time, and looks at most at
-:data:`limits.MAX_EXCLUSION_SEARCH` candidates: validation refuses a calendar that leaves no
-occurrence within that, or within :data:`SEARCH_YEARS` years.
+A search skips a whole excluded minute, hour or day at a time (the largest stretch an
+exclusion removes of the schedule's occurrences, :meth:`Exclusion.unit_for`), never past a
+change of the zone's offset, and looks at most at :data:`limits.MAX_EXCLUSION_SEARCH`
+candidates: validation refuses a calendar that leaves no occurrence within that, or within
+:data:`SEARCH_YEARS` years. (A zone changing its offset and back within one skipped stretch,
+which no current zone does within a day, would be skipped whole.)
 """
 
 from __future__ import annotations
@@ -97,6 +100,26 @@ class Exclusion:
             if timetable.minutes == _ALL_60:
                 unit = _HOUR if timetable.hours != _ALL_24 else _DAY
         return cls(timetable, unit)
+
+    def unit_for(self, grid: occurrences.Timetable) -> int:
+        """The largest stretch this expression removes whole *of ``grid``'s occurrences*:
+        when its seconds (minutes, hours) hold every second (minute, hour) the cron ``grid``
+        fires at, an excluded occurrence's whole minute (hour, day) is excluded for it. Where
+        the clock runs steadily (a stretch ends at an offset change) a cron grid's readings
+        are its own fields, so nothing kept is skipped; ``0 * * * * 1-5`` leaves out whole
+        weekdays of a ``* * * * *`` schedule, one jump each, not one per minute."""
+        if not isinstance(grid, occurrences.CronTimetable):
+            return self.unit
+        table, unit = self.timetable, _SECOND
+        for mine, theirs in (
+            (table.seconds, grid.seconds),
+            (table.minutes, grid.minutes),
+            (table.hours, grid.hours),
+        ):
+            if theirs & ~mine:
+                break
+            unit += 1
+        return max(unit, self.unit)
 
     def matches(self, local: datetime) -> bool:
         """Whether the clock reading ``local`` lies in a stretch this expression names."""
@@ -175,14 +198,17 @@ class Calendar:
         """Whether it keeps every occurrence (asked on every firing: computed once)."""
         return not self.dates and not self.crons and self.start is None and self.end is None
 
-    def excluded_until(self, instant: datetime, tz: ZoneInfo) -> datetime | None:
+    def excluded_until(
+        self, instant: datetime, tz: ZoneInfo, units: Sequence[int]
+    ) -> datetime | None:
         """None when ``instant`` is kept by the exclusions; else the instant at which the
-        excluded stretch around it ends (every instant in between is excluded too)."""
+        excluded stretch around it ends (every occurrence in between is excluded too).
+        ``units``: the stretch each cron exclusion removes whole (:meth:`Exclusion.unit_for`)."""
         local = instant.astimezone(tz)
         unit = _DAY if local.date() in self.dates else -1
-        for exclusion in self.crons:
-            if exclusion.unit > unit and exclusion.matches(local):
-                unit = exclusion.unit
+        for exclusion, whole in zip(self.crons, units, strict=True):
+            if whole > unit and exclusion.matches(local):
+                unit = whole
         if unit < 0:
             return None
         return _stretch_end(instant, local, unit, tz)
@@ -225,6 +251,10 @@ class Calendared:
         # Firing keys its memo of next occurrences by the timetable: hash it once.
         return hash((self.timetable, self.calendar))
 
+    @functools.cached_property
+    def _units(self) -> tuple[int, ...]:
+        return tuple(exclusion.unit_for(self.timetable) for exclusion in self.calendar.crons)
+
     def next_after(self, after: datetime, tz: ZoneInfo) -> datetime | None:
         """The first kept occurrence strictly after ``after``, in UTC; None after ``endTime``.
 
@@ -265,7 +295,7 @@ class Calendared:
             found = self.timetable.next_after(moment, tz)
             if found > horizon or (calendar_.end is not None and found > calendar_.end):
                 return None
-            until = calendar_.excluded_until(found, tz)
+            until = calendar_.excluded_until(found, tz, self._units)
             if until is None:
                 return found
             moment = until - _TICK

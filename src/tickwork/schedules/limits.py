@@ -51,7 +51,7 @@ MAX_CRON_EXCLUSIONS = 16
 """Cron expressions among them: each one is matched against every candidate occurrence."""
 MAX_EXCLUSION_LENGTH = 128
 """One item of ``spec.exclude``."""
-MAX_EXCLUSION_SEARCH = 10_000
+MAX_EXCLUSION_SEARCH = 2_000
 """Candidate occurrences one search through a calendar looks at (validation: the first kept
 occurrence; firing: the next one) before it gives up: it bounds the time a hostile
 ``spec.exclude`` costs."""
