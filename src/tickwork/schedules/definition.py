@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, NoReturn
 
-from tickwork.schedules import container_jobs, limits, occurrences
+from tickwork.schedules import container_jobs, deadlines, limits, occurrences
 from tickwork.schedules.checks import (
     DefinitionError,
     check_container_template,
@@ -97,6 +97,10 @@ class ScheduleDefinition:
     """Retention keeps this many of the schedule's newest succeeded jobs, deletes older ones."""
     failed_jobs_history_limit: int = DEFAULT_FAILED_JOBS_HISTORY_LIMIT
     """Retention keeps this many of the newest jobs that ended dead or cancelled."""
+    deadline: deadlines.Deadline | None = None
+    """By when each occurrence must have succeeded (None: no deadline)."""
+    suspend_after_failures: int | None = None
+    """Suspend the schedule after this many consecutive occurrences ended dead (None: never)."""
 
     def validate(self, namespace: str) -> None:
         """Raise :class:`DefinitionError` for the first invalid value."""
@@ -131,6 +135,10 @@ class ScheduleDefinition:
         if self.every is not None and self.jitter_seconds >= self.every.total_seconds():
             every = format_duration(self.every)
             fail("spec.jitterSeconds", f"must be less than spec.every ({every})")
+        if self.deadline is not None:
+            deadlines.check_deadline(self.deadline, self._error)
+        if self.suspend_after_failures is not None:
+            deadlines.check_suspend_after_failures(self.suspend_after_failures, self._error)
         self._validate_job()
         self._validate_container()
 
@@ -175,6 +183,10 @@ class ScheduleDefinition:
         spec["pendingJobsOnDelete"] = str(self.pending_jobs_on_delete)
         spec["successfulJobsHistoryLimit"] = self.successful_jobs_history_limit
         spec["failedJobsHistoryLimit"] = self.failed_jobs_history_limit
+        if self.deadline is not None:
+            spec["deadline"] = self.deadline.to_spec()
+        if self.suspend_after_failures is not None:
+            spec["suspendAfterFailures"] = self.suspend_after_failures
         spec["job"] = job_to_spec(self.job, container=self.container is not None)
         if self.container is not None:
             spec["jobTemplate"] = copy_json(self.container.template)
@@ -227,6 +239,8 @@ class ScheduleDefinition:
             failed_jobs_history_limit=or_default(
                 fields.integer("failedJobsHistoryLimit"), DEFAULT_FAILED_JOBS_HISTORY_LIMIT
             ),
+            deadline=deadlines.deadline_from_spec(fields),
+            suspend_after_failures=fields.integer("suspendAfterFailures"),
         )
 
     def _validate_job(self) -> None:

@@ -119,6 +119,8 @@ SPEC_FIELDS = frozenset(
         "jobTemplate",
         TARGET_FIELD,
         "scheduleNamespace",
+        "deadline",
+        "suspendAfterFailures",
     }
 )
 
