@@ -70,8 +70,6 @@ def check_deadline(deadline: Deadline, error: Fail) -> None:
         path = "spec.deadline.by"
         if not isinstance(by, str):
             raise error(path, f"must be a string, not {type_name(by)}")
-        if problem := limit_problem(path, by):
-            raise error(path, problem)
         if not _BY.fullmatch(by):
             reason = f"must be a time of day as HH:MM (00:00 to 23:59), not {shown(by)}"
             raise error(path, reason)

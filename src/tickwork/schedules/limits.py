@@ -82,7 +82,6 @@ FIELDS: Mapping[str, Limit] = {
     "spec.successfulJobsHistoryLimit": Limit(minimum=0, maximum=MAX_HISTORY_LIMIT),
     "spec.failedJobsHistoryLimit": Limit(minimum=0, maximum=MAX_HISTORY_LIMIT),
     "spec.deadline.succeedWithinSeconds": Limit(minimum=1, maximum=MAX_DURATION_SECONDS),
-    "spec.deadline.by": Limit(min_length=5, max_length=5),
     "spec.suspendAfterFailures": Limit(minimum=1, maximum=MAX_SUSPEND_AFTER_FAILURES),
     "spec.scheduleNamespace": Limit(min_length=1, max_length=MAX_NAME_LENGTH),
     "spec.job.kind": Limit(min_length=1, max_length=MAX_KIND_LENGTH),
