@@ -119,6 +119,9 @@ CEL_RULES: dict[str, Callable[[dict[str, Any]], bool]] = {
     "self.maxDelaySeconds >= self.baseDelaySeconds": lambda r: (
         r.get("maxDelaySeconds", 3600) >= r.get("baseDelaySeconds", 30)
     ),
+    "has(self.succeedWithinSeconds) != has(self.by)": lambda d: (
+        ("succeedWithinSeconds" in d) != ("by" in d)
+    ),
 }
 
 
@@ -127,7 +130,12 @@ def cel_rules(document: dict[str, Any]) -> list[str]:
     schema = openapi_schema()["properties"]["spec"]
     spec = document.get("spec", {})
     retry_schema = schema["properties"]["job"]["properties"]["retryPolicy"]
-    targets = [(schema, spec), (retry_schema, spec.get("job", {}).get("retryPolicy"))]
+    deadline_schema = schema["properties"]["deadline"]
+    targets = [
+        (schema, spec),
+        (retry_schema, spec.get("job", {}).get("retryPolicy")),
+        (deadline_schema, spec.get("deadline")),
+    ]
     return [
         rule["message"]
         for node, value in targets
@@ -144,7 +152,7 @@ def schema_errors(document: dict[str, Any]) -> list[str]:
 
 
 def test_the_examples_exist() -> None:
-    assert 3 <= len(EXAMPLE_FILES) <= 6
+    assert 3 <= len(EXAMPLE_FILES) <= 10
 
 
 @pytest.mark.parametrize("path", EXAMPLE_FILES, ids=lambda p: p.name)
@@ -285,6 +293,17 @@ def manifest(**spec: Any) -> dict[str, Any]:
         manifest(job={"kind": "k", "retryPolicy": {"backoffRate": 0.5}}),
         manifest(job={"kind": "k", "retryPolicy": {"baseDelaySeconds": 10, "maxDelaySeconds": 5}}),
         manifest(job={"kind": "k", "attempts": 3}),
+        manifest(deadline={}),
+        manifest(deadline={"by": "06:00", "succeedWithinSeconds": 60}),
+        manifest(deadline={"by": "24:00"}),
+        manifest(deadline={"by": "6:00"}),
+        manifest(deadline={"by": "06:00:00"}),
+        manifest(deadline={"succeedWithinSeconds": 0}),
+        manifest(deadline={"succeedWithinSeconds": 1.5}),
+        manifest(deadline={"succeedWithinSeconds": "60"}),
+        manifest(suspendAfterFailures=0),
+        manifest(suspendAfterFailures=1001),
+        manifest(suspendAfterFailures=True),
         manifest(schedule="@daily"),
         {**manifest(), "spec": {"job": {"kind": "k"}}},
         {
@@ -385,7 +404,12 @@ def test_the_limits_page_gives_every_limit() -> None:
 def test_cel_rules_are_known() -> None:
     spec = openapi_schema()["properties"]["spec"]
     retry = spec["properties"]["job"]["properties"]["retryPolicy"]
-    rules = {rule["rule"] for node in (spec, retry) for rule in node["x-kubernetes-validations"]}
+    deadline = spec["properties"]["deadline"]
+    rules = {
+        rule["rule"]
+        for node in (spec, retry, deadline)
+        for rule in node["x-kubernetes-validations"]
+    }
     assert rules == set(CEL_RULES)
 
 
@@ -472,7 +496,16 @@ def test_crd_fields_are_the_spec_fields() -> None:
         "endTime": "2031-01-01T00:00:00Z",
     }
     full = ScheduleDefinition.from_spec(
-        "a", {**nightly, "schedule": None, "every": "1m", "job": job_spec, **calendar}
+        "a",
+        {
+            **nightly,
+            "schedule": None,
+            "every": "1m",
+            "job": job_spec,
+            "deadline": {"by": "06:00"},
+            "suspendAfterFailures": 3,
+            **calendar,
+        },
     ).to_spec()
     assert set(spec["properties"]) == {*full, "schedule", "scheduleNamespace", "jobTemplate"}
     job = spec["properties"]["job"]
@@ -523,6 +556,8 @@ def test_crd_status_fields() -> None:
         "lastJob",
         "lastRunNow",
         "conditions",
+        "deadlinesMissed",
+        "consecutiveFailures",
     }
     assert status["conditions"]["x-kubernetes-list-map-keys"] == ["type"]
 

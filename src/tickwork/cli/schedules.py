@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
-from tickwork.cli import common, output
+from tickwork.cli import common, output, schedule_resume
 from tickwork.db import job_counts as job_counts_db
 from tickwork.db import schedules as schedules_db
 from tickwork.db import store
@@ -115,6 +115,8 @@ def _register_schedules(subcommands: common.Subcommands) -> None:
     common.add_database_url(parser)
     common.add_output(parser)
     parser.set_defaults(handler=list_schedules)
+    actions = parser.add_subparsers(dest="schedules_action", metavar="ACTION", required=False)
+    schedule_resume.register(actions)
 
 
 def _register_preview(subcommands: common.Subcommands) -> None:
@@ -372,6 +374,15 @@ def schedule_object(row: ScheduleRow, runs: RunCounts) -> Mapping[str, Any]:
         "success_rate": runs.success_rate,
         "mean_run_seconds": runs.mean_seconds,
         "runs_counted_since": output.iso(runs.since),
+        "dead_streak": row.dead_streak,
+        "dead_streak_job_id": row.dead_streak_job_id,
+        "failures_suspended_at": output.iso(row.failures_suspended_at),
+        "failures_suspended_job_id": row.failures_suspended_job_id,
+        "late": row.late,
+        "deadlines_missed": row.deadlines_missed,
+        "late_occurrence_at": output.iso(row.late_occurrence_at),
+        "late_deadline_at": output.iso(row.late_deadline_at),
+        "late_job_id": row.late_job_id,
     }
 
 
@@ -379,6 +390,10 @@ def _schedule_row(row: ScheduleRow, runs: RunCounts) -> tuple[Any, ...]:
     state = "disabled" if not row.enabled else "suspended" if row.suspend else "active"
     if state == "active" and row.firing_error is not None:
         state = "failing"
+    if state == "suspended" and row.failures_suspended_at is not None:
+        state = "suspended (failures)"
+    if state == "active" and row.late:
+        state = "late"
     last_job = None
     if row.last_job_id is not None:
         status = row.last_job_status.value if row.last_job_status else "?"

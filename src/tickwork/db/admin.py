@@ -231,6 +231,16 @@ class ScheduleSummary:
     runs: job_counts.RunCounts = job_counts.NONE
     """Its counted runs (``tickwork.job_counts``), which the console adds to what
     :func:`schedules` reads."""
+    dead_streak: int = 0
+    """Consecutive occurrences that ended dead (docs/deadlines.md)."""
+    dead_streak_job_id: JobId | None = None
+    failures_suspended_at: datetime | None = None
+    """When spec.suspendAfterFailures suspended it (None: it did not, or it was resumed)."""
+    failures_suspended_job_id: JobId | None = None
+    late: bool = False
+    """An occurrence missed its spec.deadline and no job succeeded after that deadline."""
+    late_occurrence_at: datetime | None = None
+    late_job_id: JobId | None = None
 
 
 def _schedule(row: Row) -> ScheduleSummary:

@@ -251,14 +251,16 @@ def patch(
     now: datetime,
     *,
     served: Ready | None = None,
+    extra: Sequence[tuple[str, Ready]] = (),
 ) -> dict[str, Any]:
     """The merge patch of ``status`` (empty when nothing changed). ``observedGeneration`` moves
     only when the outcome is decided for this generation (a reason in ``OBSERVED``). The
-    conditions: Ready, and Served when given."""
+    conditions: Ready, Served when given, then ``extra`` (type, condition) in order."""
     wanted = dict(found)
     if condition.reason in OBSERVED and entry.generation is not None:
         wanted["observedGeneration"] = entry.generation
     shown = [("Ready", condition)] + ([("Served", served)] if served is not None else [])
+    shown += extra
     wanted["conditions"] = [_condition(current, kind, value, now) for kind, value in shown]
     return {key: value for key, value in wanted.items() if current.get(key) != present(value)}
 

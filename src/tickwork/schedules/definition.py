@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, NoReturn
 
-from tickwork.schedules import calendars, container_jobs, limits, occurrences
+from tickwork.schedules import calendars, container_jobs, deadlines, limits, occurrences
 from tickwork.schedules.checks import (
     DefinitionError,
     check_container_template,
@@ -103,6 +103,10 @@ class ScheduleDefinition:
     """No occurrence before this instant."""
     end_time: datetime | None = None
     """No occurrence after this instant: the schedule then has ended."""
+    deadline: deadlines.Deadline | None = None
+    """By when each occurrence must have succeeded (None: no deadline)."""
+    suspend_after_failures: int | None = None
+    """Suspend the schedule after this many consecutive occurrences ended dead (None: never)."""
 
     def validate(self, namespace: str) -> None:
         """Raise :class:`DefinitionError` for the first invalid value."""
@@ -137,6 +141,10 @@ class ScheduleDefinition:
         if self.every is not None and self.jitter_seconds >= self.every.total_seconds():
             every = format_duration(self.every)
             fail("spec.jitterSeconds", f"must be less than spec.every ({every})")
+        if self.deadline is not None:
+            deadlines.check_deadline(self.deadline, self._error)
+        if self.suspend_after_failures is not None:
+            deadlines.check_suspend_after_failures(self.suspend_after_failures, self._error)
         self._validate_job()
         self._validate_container()
         try:
@@ -202,6 +210,10 @@ class ScheduleDefinition:
             spec["startTime"] = self.start_time.isoformat()
         if self.end_time is not None:
             spec["endTime"] = self.end_time.isoformat()
+        if self.deadline is not None:
+            spec["deadline"] = self.deadline.to_spec()
+        if self.suspend_after_failures is not None:
+            spec["suspendAfterFailures"] = self.suspend_after_failures
         spec["job"] = job_to_spec(self.job, container=self.container is not None)
         if self.container is not None:
             spec["jobTemplate"] = copy_json(self.container.template)
@@ -257,6 +269,8 @@ class ScheduleDefinition:
             exclude=fields.strings("exclude", limits.MAX_EXCLUSIONS),
             start_time=fields.parse("startTime", calendars.parse_instant),
             end_time=fields.parse("endTime", calendars.parse_instant),
+            deadline=deadlines.deadline_from_spec(fields),
+            suspend_after_failures=fields.integer("suspendAfterFailures"),
         )
 
     def _validate_job(self) -> None:

@@ -29,6 +29,8 @@ MAX_CATCH_UP = 1000
 MAX_HISTORY_LIMIT = 1000
 """The most finished jobs of one outcome a schedule keeps (``successfulJobsHistoryLimit``,
 ``failedJobsHistoryLimit``): retention ranks that many per schedule it trims."""
+MAX_SUSPEND_AFTER_FAILURES = 1000
+"""``spec.suspendAfterFailures``: more consecutive dead occurrences than this is no safeguard."""
 MAX_BACKOFF_RATE = 100
 """A rate above this reaches ``maxDelaySeconds`` by the second retry anyway."""
 
@@ -92,6 +94,8 @@ FIELDS: Mapping[str, Limit] = {
     "spec.jitterSeconds": Limit(minimum=0, maximum=MAX_INT),
     "spec.successfulJobsHistoryLimit": Limit(minimum=0, maximum=MAX_HISTORY_LIMIT),
     "spec.failedJobsHistoryLimit": Limit(minimum=0, maximum=MAX_HISTORY_LIMIT),
+    "spec.deadline.succeedWithinSeconds": Limit(minimum=1, maximum=MAX_DURATION_SECONDS),
+    "spec.suspendAfterFailures": Limit(minimum=1, maximum=MAX_SUSPEND_AFTER_FAILURES),
     "spec.scheduleNamespace": Limit(min_length=1, max_length=MAX_NAME_LENGTH),
     "spec.job.kind": Limit(min_length=1, max_length=MAX_KIND_LENGTH),
     "spec.job.queue": Limit(min_length=1, max_length=MAX_QUEUE_LENGTH),

@@ -123,6 +123,9 @@ SPEC_FIELDS = frozenset(
         "exclude",
         "startTime",
         "endTime",
+        # deadlines and auto-suspend (docs/deadlines.md)
+        "deadline",
+        "suspendAfterFailures",
     }
 )
 

@@ -58,6 +58,41 @@ def _firing_error(s: admin_db.ScheduleSummary) -> Html | None:
     )
 
 
+def _guards(s: admin_db.ScheduleSummary) -> list[tuple[str, Child]]:
+    """The deadline and auto-suspend facts (docs/deadlines.md), when they say something."""
+    found: list[tuple[str, Child]] = []
+    if s.late:
+        found.append(
+            (
+                "late",
+                join(
+                    text("the occurrence ", "warn"),
+                    when(s.late_occurrence_at),
+                    " missed its deadline (job ",
+                    job_link(s.late_job_id),
+                    "); the next success clears it",
+                ),
+            )
+        )
+    if s.failures_suspended_at is not None:
+        found.append(
+            (
+                "suspended after failures",
+                join(
+                    when(s.failures_suspended_at),
+                    ": job ",
+                    job_link(s.failures_suspended_job_id),
+                    " ended dead, since job ",
+                    job_link(s.dead_streak_job_id),
+                    "; Resume fires it again",
+                ),
+            )
+        )
+    elif s.dead_streak:
+        found.append(("consecutive dead occurrences", s.dead_streak))
+    return found
+
+
 def _runs(c: job_counts_db.RunCounts) -> Html:
     """A schedule's counted runs, titled with them by outcome."""
     title = (
@@ -289,6 +324,7 @@ def schedule(ctx: Context, page: reads.ScheduleDetail) -> Html:
         ("last failure", when(s.last_failure_at)),
         ("skipped occurrences", s.skipped_occurrences),
         ("firing error", _firing_error(s) or "none: its last firing worked"),
+        *_guards(s),
     ]
     trigger: Html
     if not ctx.operator:
@@ -297,6 +333,9 @@ def schedule(ctx: Context, page: reads.ScheduleDetail) -> Html:
         trigger = el("p", "Disabled schedules cannot be triggered.", class_="muted")
     else:
         trigger = action_form(ctx, path("schedules", s.namespace, s.name, "trigger"), "Trigger now")
+        if s.failures_suspended_at is not None:
+            resume = path("schedules", s.namespace, s.name, "resume")
+            trigger = join(trigger, " ", action_form(ctx, resume, "Resume"))
     history = link("/jobs", {"namespace": s.namespace, "schedule": s.name})
     return layout(
         ctx,

@@ -1122,7 +1122,10 @@ SELECT s.namespace, s.name, s.revision, s.enabled, s.suspended AS suspend,
        coalesce(j.status, s.last_job_status) AS last_job_status, s.last_success_at,
        s.skipped_occurrences,
        n.owner, s.spec, s.state, s.created_at, s.updated_at,
-       s.firing_error, s.firing_failures, s.firing_retry_at
+       s.firing_error, s.firing_failures, s.firing_retry_at,
+       s.dead_streak, s.dead_streak_job_id, s.failures_suspended_at,
+       s.failures_suspended_job_id, s.deadlines_missed, s.late_occurrence_at,
+       s.late_deadline_at, s.late_job_id, s.late_at
 FROM tickwork.schedules s
 JOIN tickwork.schedule_namespaces n ON n.namespace = s.namespace
 LEFT JOIN tickwork.jobs j ON j.id = s.last_job_id
@@ -1143,7 +1146,11 @@ SELECT s.namespace, s.name, n.owner, s.revision, s.enabled, s.suspended,
        s.next_run_at, s.last_occurrence_at, s.last_job_id,
        coalesce(j.status, s.last_job_status) AS last_job_status, s.last_success_at,
        failure.finished_at AS last_failure_at,
-       s.skipped_occurrences, s.firing_error, s.firing_failures, s.firing_retry_at
+       s.skipped_occurrences, s.firing_error, s.firing_failures, s.firing_retry_at,
+       s.dead_streak, s.dead_streak_job_id, s.failures_suspended_at,
+       s.failures_suspended_job_id, s.late_occurrence_at, s.late_job_id,
+       s.late_deadline_at IS NOT NULL
+           AND (s.last_success_at IS NULL OR s.last_success_at <= s.late_deadline_at) AS late
 FROM tickwork.schedules s
 JOIN tickwork.schedule_namespaces n ON n.namespace = s.namespace
 LEFT JOIN tickwork.jobs j ON j.id = s.last_job_id

@@ -14,11 +14,23 @@ FROM unnest(%(names)b::text[], %(revisions)b::integer[], %(suspended)b::boolean[
 
 -- name: schedule_update_many
 -- Sync: changed or re-enabled definitions, fenced by the revision read under lock. A new
--- definition gets a fresh start: a firing error of the old one is cleared.
+-- definition gets a fresh start: a firing error of the old one is cleared. A schedule that
+-- spec.suspendAfterFailures suspended stays suspended unless spec.suspend changed (toggling it
+-- resumes, and restarts the count of dead occurrences: docs/deadlines.md).
 UPDATE tickwork.schedules s
 SET revision = u.revision,
     enabled = true,
-    suspended = u.suspended,
+    suspended = u.suspended OR (s.failures_suspended_at IS NOT NULL
+                                AND (s.spec -> 'suspend') IS NOT DISTINCT FROM (u.spec -> 'suspend')),
+    dead_streak = CASE WHEN (s.spec -> 'suspend') IS DISTINCT FROM (u.spec -> 'suspend')
+                       THEN 0 ELSE s.dead_streak END,
+    dead_streak_job_id = CASE WHEN (s.spec -> 'suspend') IS DISTINCT FROM (u.spec -> 'suspend')
+                              THEN NULL ELSE s.dead_streak_job_id END,
+    failures_suspended_at = CASE WHEN (s.spec -> 'suspend') IS DISTINCT FROM (u.spec -> 'suspend')
+                                 THEN NULL ELSE s.failures_suspended_at END,
+    failures_suspended_job_id = CASE
+        WHEN (s.spec -> 'suspend') IS DISTINCT FROM (u.spec -> 'suspend') THEN NULL
+        ELSE s.failures_suspended_job_id END,
     spec = u.spec,
     fixed_delay = u.fixed_delay,
     next_run_at = u.next_run_at,
