@@ -460,8 +460,9 @@ FROM (SELECT committed, extract(epoch FROM committed - occurrence_at)::float8 AS
 
 _SIZE = "SELECT pg_total_relation_size(%s::regclass)"
 _WAL = """
-SELECT pg_current_wal_lsn() - '0/0'::pg_lsn, checkpoints_timed + checkpoints_req
-FROM pg_stat_bgwriter
+SELECT pg_current_wal_lsn() - '0/0'::pg_lsn, checkpoints_timed + checkpoints_req,
+       wal_records, wal_fpi, pg_current_wal_lsn()::text
+FROM pg_stat_bgwriter, pg_stat_wal
 """
 
 
@@ -529,11 +530,14 @@ def run_scale(
         )
     assert wal_before is not None and wal_after is not None
     print(f"  tables with their indexes: {sizes}")
+    wal = wal_after[0] - wal_before[0]
     print(
-        f"  database from the due time until the last job: "
-        f"{(wal_after[0] - wal_before[0]) / 2**20:,.0f} MiB of WAL, "
-        f"{wal_after[1] - wal_before[1]} checkpoints"
+        f"  database from the due time until the last job: {wal / 2**20:,.0f} MiB of WAL"
+        f" ({wal / max(fired, 1):,.0f} bytes an occurrence; {wal_after[2] - wal_before[2]:,}"
+        f" records, {wal_after[3] - wal_before[3]:,} full-page images),"
+        f" {wal_after[1] - wal_before[1]} checkpoints"
     )
+    print(f"  WAL range {wal_before[4]} to {wal_after[4]}")
     if spent:
         print(f"  statements from the due time until the last job ({seconds:.0f} s), by time:")
         measure.print_statements(spent, seconds)
