@@ -1,8 +1,9 @@
-"""The jobs page filtered by kind within schedule namespaces (a scoped reader's, or the one
-filtered on) walks each namespace through jobs_namespace_kind_idx (``job_page_by_kind``,
-migration 0025). Its pages hold exactly what the page over the whole table holds for the same
-filters, newest first, page after page; never a job of another namespace or one enqueued
-outside any schedule; and ann (team-a only) gets her kind-filtered page over the API."""
+"""The jobs page filtered by kind (and no status) within schedule namespaces (a scoped
+reader's, or the one filtered on) walks each namespace through jobs_namespace_kind_idx
+(``job_page_by_kind``, migration 0025). Its pages hold exactly what the page over the whole
+table holds for the same filters, newest first, page after page; never a job of another
+namespace or one enqueued outside any schedule; and ann (team-a only) gets her kind-filtered
+page over the API."""
 
 from __future__ import annotations
 
@@ -116,7 +117,8 @@ def test_by_kind_pages_hold_what_the_whole_table_holds(
 
 
 def test_the_walk_per_namespace_serves_scoped_and_namespace_filters() -> None:
-    """Which statement a jobs page runs: by kind when it knows its namespaces."""
+    """Which statement a jobs page runs: by kind when it knows its namespaces and has no
+    status (with one, job_page's planner combines the kind's index with the status's)."""
     kind = admin_db.JobFilter(kind="k.one")
     assert admin_db.jobs(kind, before=None, limit=5, error_chars=5, scope={"a"}).query == (
         "job_page_by_kind"
@@ -127,7 +129,14 @@ def test_the_walk_per_namespace_serves_scoped_and_namespace_filters() -> None:
     )
     outside = admin_db.jobs(in_namespace, before=None, limit=5, error_chars=5, scope={"b"})
     assert outside.query == "job_page_by_kind" and outside.params["namespaces"] == []
-    for where, scope in ((kind, None), (admin_db.JobFilter(), {"a"})):
+    dead = admin_db.JobFilter(kind="k.one", status=JobStatus.DEAD)
+    failing = admin_db.JobFilter(kind="k.one", failing=True)
+    for where, scope in (
+        (kind, None),
+        (admin_db.JobFilter(), {"a"}),
+        (dead, {"a"}),
+        (failing, {"a"}),
+    ):
         op = admin_db.jobs(where, before=None, limit=5, error_chars=5, scope=scope)
         assert op.query == "job_page"
 

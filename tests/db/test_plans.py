@@ -35,6 +35,7 @@ from tickwork.db import claim_floors as claim_floors_db
 from tickwork.db import jobs as jobs_db
 from tickwork.db import pauses as pauses_db
 from tickwork.db import queries, store
+from tickwork.model import JobStatus
 
 KIND = "t.plans"
 FINISHED = 29_000
@@ -88,6 +89,13 @@ def test_no_statement_reads_the_whole_jobs_table(
         "console queue waits, scoped": admin_db.queue_waits(100, None, ["ns"]),
         "console jobs by kind, scoped": admin_db.jobs(
             admin_db.JobFilter(kind="absent.kind"),
+            before=None,
+            limit=51,
+            error_chars=200,
+            scope={"ns", "other"},
+        ),
+        "console jobs by kind and status, scoped": admin_db.jobs(
+            admin_db.JobFilter(kind="absent.kind", status=JobStatus.DEAD),
             before=None,
             limit=51,
             error_chars=200,

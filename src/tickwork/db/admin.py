@@ -314,11 +314,17 @@ def _namespaces(where: JobFilter, scope: Scope) -> list[str] | None:
 def jobs(
     where: JobFilter, *, before: int | None, limit: int, error_chars: int, scope: Scope
 ) -> Op[list[JobSummary]]:
-    """A page of jobs, newest first. Filtered by kind within known namespaces, each
-    namespace is walked through its index (``job_page_by_kind``): a scoped reader's kind
-    filter costs a few index descents, not a walk past every other namespace's jobs."""
+    """A page of jobs, newest first. Filtered by kind (and no status) within known
+    namespaces, each namespace is walked through its index (``job_page_by_kind``): a scoped
+    reader's kind filter costs a few index descents, not a walk past every other namespace's
+    jobs. With a status too, ``job_page``'s planner combines that index with the status's."""
     namespaces = _namespaces(where, scope)
-    by_kind = where.kind is not None and namespaces is not None
+    by_kind = (
+        where.kind is not None
+        and where.status is None
+        and not where.failing
+        and namespaces is not None
+    )
     return Op(
         "job_page_by_kind" if by_kind else "job_page",
         {
