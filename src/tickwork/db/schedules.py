@@ -328,14 +328,16 @@ UPCOMING_ROWS = 100_000
 
 
 def upcoming(
-    namespaces: Sequence[str], before: datetime, limit: int
+    namespaces: Sequence[str], after: datetime | None, before: datetime, limit: int
 ) -> Op[list[tuple[str, str, int, str]]]:
     """(namespace, name, revision, spec key) of one schedule per distinct spec of each
-    namespace, of those due before ``before`` (at most ``limit``), earliest first."""
+    namespace, of those due after ``after`` (None: any time) and no later than ``before``
+    (at most ``limit``), earliest first."""
     return Op(
         "schedule_upcoming",
         {
             "namespaces": list(namespaces),
+            "after": after,
             "before": before,
             "limit": limit,
             "rows": UPCOMING_ROWS,

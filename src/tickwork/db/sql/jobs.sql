@@ -1046,6 +1046,37 @@ WHERE (%(status)s::tickwork.job_status IS NULL OR j.status = %(status)s::tickwor
 ORDER BY j.id DESC
 LIMIT %(limit)s;
 
+-- name: job_page_by_kind
+-- job_page filtered by kind within known schedule namespaces (a scoped reader's, or the one
+-- filtered on): each namespace is walked newest first through jobs_namespace_kind_idx
+-- (migration 0025) for at most a page, and the walks are merged, so the page costs a few
+-- index descents however few of the namespaces' jobs are of that kind. Jobs enqueued outside
+-- any schedule have no namespace: none is listed here (no scoped reader sees them).
+SELECT j.id, j.kind, j.queue, j.status, j.attempt, j.max_attempts, j.priority, j.run_at,
+       j.created_at, j.started_at, j.finished_at, j.schedule_namespace, j.schedule_name,
+       j.occurrence_at, j.picked_by, j.lease_expires_at,
+       CASE WHEN j.status = 'running' THEN w.last_seen_at END AS picker_seen_at,
+       right(j.last_error, %(error_chars)s) AS last_error
+FROM unnest(%(namespaces)s::text[]) AS scoped(namespace)
+CROSS JOIN LATERAL (
+    SELECT *
+    FROM tickwork.jobs j
+    WHERE j.schedule_namespace = scoped.namespace
+      AND j.kind = %(kind)s
+      AND j.id < coalesce(%(before)s::bigint, 9223372036854775807)
+      AND (%(status)s::tickwork.job_status IS NULL
+           OR j.status = %(status)s::tickwork.job_status)
+      AND (NOT %(failing)s OR (j.status = 'available' AND j.attempt > 0
+                               AND j.last_error IS NOT NULL))
+      AND (%(queue)s::text IS NULL OR j.queue = %(queue)s)
+      AND (%(schedule)s::text IS NULL OR j.schedule_name = %(schedule)s)
+    ORDER BY j.id DESC
+    LIMIT %(limit)s
+) AS j
+LEFT JOIN tickwork.workers w ON w.incarnation = j.picked_by_incarnation
+ORDER BY j.id DESC
+LIMIT %(limit)s;
+
 -- name: job_orphans
 -- Kinds with available jobs that no live worker serves from their queue.
 WITH live AS (
