@@ -20,6 +20,8 @@ DEFAULT_MAX_ATTEMPTS = 25
 
 
 class JobStatus(enum.StrEnum):
+    WAITING = "waiting"
+    """Enqueued with ``after``: waits for its parents to succeed (never claimed)."""
     AVAILABLE = "available"
     RUNNING = "running"
     SUCCEEDED = "succeeded"

@@ -141,7 +141,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("tickwork.errors",),
     ("tickwork.model", "tickwork.clock", "tickwork.settings", "tickwork.logs", "tickwork.tracing"),
     ("tickwork.metrics", "tickwork.db"),
-    ("tickwork.transitions",),
+    ("tickwork.transitions", "tickwork.workflows"),
     ("tickwork.flow",),
     ("tickwork.schedules",),
     ("tickwork.tasks",),

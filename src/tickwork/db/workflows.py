@@ -1,0 +1,82 @@
+"""The statements of small workflows (``sql/workflows.sql``): the parents a new job waits for,
+read and locked; jobs inserted with their edges; a job's parents and dependents for the
+console. The decisions (which status a new job starts in) are :mod:`tickwork.workflows.after`'s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from tickwork.db.jobs import carrier, fields_of
+from tickwork.db.store import Op, Row, to_json
+from tickwork.model import JobId, JobStatus, NewJob, TraceContext
+
+
+@dataclass(frozen=True)
+class Linked:
+    """A job at the other end of an edge: a parent or a dependent."""
+
+    id: JobId
+    kind: str
+    status: JobStatus
+
+
+@dataclass(frozen=True)
+class Start:
+    """How new jobs waiting for parents start: their status, how many parents they wait for,
+    and why they were cancelled (a parent that had ended dead or cancelled)."""
+
+    status: JobStatus
+    parents_left: int | None
+    last_error: str | None = None
+
+
+def lock_parents(ids: Sequence[int], namespace: str | None) -> Op[dict[int, JobStatus]]:
+    """The status of each of ``ids`` in the tenant ``namespace`` (None: jobs enqueued from
+    code), locked until the transaction ends; ids of other tenants are left out, as unknown."""
+    return Op(
+        "workflow_lock_parents",
+        {"ids": list(ids), "namespace": namespace},
+        lambda rows: {int(r["id"]): JobStatus(r["status"]) for r in rows},
+    )
+
+
+def insert_jobs(
+    template: NewJob,
+    payloads: Sequence[Any],
+    after: Sequence[int],
+    start: Start,
+    now: datetime | None,
+    trace_context: TraceContext | None = None,
+) -> Op[list[JobId]]:
+    """Jobs like ``template`` (its schedule reference their tenant), one per payload, waiting
+    for ``after`` and starting as ``start`` says; ids in payload order."""
+    params = fields_of(template)
+    params.update(
+        kind=template.kind,
+        payloads=[to_json(f"payloads[{i}]", p) for i, p in enumerate(payloads)],
+        schedule_namespace=template.schedule_namespace,
+        schedule_name=template.schedule_name,
+        trace_context=carrier(trace_context),
+        status=start.status.value,
+        parents_left=start.parents_left,
+        last_error=start.last_error,
+        after=list(after),
+        now=now,
+    )
+    return Op("workflow_insert_jobs", params, lambda rows: [JobId(r["id"]) for r in rows])
+
+
+def _linked(rows: list[Row]) -> list[Linked]:
+    return [Linked(JobId(r["id"]), r["kind"], JobStatus(r["status"])) for r in rows]
+
+
+def parents_of(job_id: int) -> Op[list[Linked]]:
+    return Op("workflow_parents_of", {"id": job_id}, _linked)
+
+
+def children_of(job_id: int, limit: int) -> Op[list[Linked]]:
+    return Op("workflow_children_of", {"id": job_id, "limit": limit}, _linked)
