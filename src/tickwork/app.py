@@ -32,10 +32,12 @@ from tickwork.model import (
     JobId,
     JobStatus,
     NewJob,
+    Spawn,
 )
 from tickwork.schedules.controls import ScheduleControls
 from tickwork.tasks import DeadHook, Registry, Task, TaskFunction, check_job_fields
 from tickwork.workflows import after as workflow_after
+from tickwork.workflows import spawn
 from tickwork.workflows.after import check_after
 
 T = TypeVar("T")
@@ -418,6 +420,44 @@ class App(FlowControls, ScheduleControls):
         ids = await self._ainsert(op, template, conn, bool)
         _count_enqueued(template, len(ids))
         return ids
+
+    # --- workflows ----------------------------------------------------------------------
+
+    def spawn(
+        self, job: Job, jobs: Sequence[Spawn], join: Spawn | None = None, key: str = "spawn"
+    ) -> list[JobId]:
+        """What :meth:`Job.spawn` does, for the running ``job``
+        (:mod:`tickwork.workflows.spawn`); the worker hands this App to its tasks for it."""
+        planned = spawn.plan(jobs, join, key)
+        news = []
+        for i, entry in enumerate(planned.entries):
+            field = "join" if join is not None and i == len(planned.entries) - 1 else f"jobs[{i}]"
+            fields = JobFields(
+                queue=entry.queue,
+                priority=entry.priority,
+                max_attempts=entry.max_attempts,
+                timeout=entry.timeout,
+                concurrency_key=entry.concurrency_key,
+            )
+            try:
+                new = self._new_job(
+                    entry.kind, {} if entry.payload is None else entry.payload, fields
+                )
+            except InvalidInput as exc:
+                raise InvalidInput(f"{field}.{exc.field}", exc.reason) from None
+            news.append(spawn.tenant_of(job, new))
+        now, trace = self.clock.now(), tracing.capture()
+        with self.connection() as conn:
+            ids = spawn.spawn_jobs(conn, job, planned, news, key, now, trace)
+        for new in news:
+            _count_enqueued(new, 1)
+        return ids
+
+    async def spawn_async(
+        self, job: Job, jobs: Sequence[Spawn], join: Spawn | None = None, key: str = "spawn"
+    ) -> list[JobId]:
+        """:meth:`spawn` for async tasks (on a thread: one short transaction)."""
+        return await asyncio.to_thread(self.spawn, job, jobs, join, key)
 
     # --- looking and acting -----------------------------------------------------------
 

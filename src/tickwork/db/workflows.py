@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from tickwork.db.jobs import carrier, fields_of
-from tickwork.db.store import Op, Row, to_json
+from tickwork.db.store import Op, Row, nothing, to_json
 from tickwork.model import JobId, JobStatus, NewJob, TraceContext
 
 
@@ -80,3 +80,22 @@ def parents_of(job_id: int) -> Op[list[Linked]]:
 
 def children_of(job_id: int, limit: int) -> Op[list[Linked]]:
     return Op("workflow_children_of", {"id": job_id, "limit": limit}, _linked)
+
+
+def claim_spawn(job_id: int, key: str) -> Op[bool]:
+    """True: this is the first spawn of ``job_id`` under ``key`` (recorded in this
+    transaction); False: it spawned before."""
+    return Op("workflow_spawn_claim", {"job_id": job_id, "key": key}, bool)
+
+
+def spawned(job_id: int, key: str) -> Op[list[JobId]]:
+    """The jobs ``job_id`` spawned under ``key``."""
+    return Op(
+        "workflow_spawned",
+        {"job_id": job_id, "key": key},
+        lambda rows: [JobId(i) for i in rows[0]["ids"]] if rows else [],
+    )
+
+
+def record_spawn(job_id: int, key: str, ids: Sequence[int]) -> Op[None]:
+    return Op("workflow_spawn_record", {"job_id": job_id, "key": key, "ids": list(ids)}, nothing)

@@ -56,7 +56,7 @@ from tickwork.flow import task_rules
 from tickwork.logs import fields
 from tickwork.maintenance import duties, firing
 from tickwork.maintenance.service import Service
-from tickwork.model import Job
+from tickwork.model import SPAWNER, Job
 from tickwork.settings import WorkerSettings
 from tickwork.worker import deaths, identity, loop_watch
 from tickwork.worker.claiming import Claimer
@@ -224,6 +224,7 @@ class Worker:
             await self.check_budget()
             await self._register()
             logs.CURRENT_WORKER.set(self.name)  # the tasks started below inherit it
+            SPAWNER.set(self.app)  # and job.spawn creates their jobs through this App
             tasks = [(kind, task.rule) for kind, task in self.app.registry.items()]
             await asyncio.to_thread(task_rules.write, self.settings.database_url, tasks, self.name)
             self._heartbeat.start()

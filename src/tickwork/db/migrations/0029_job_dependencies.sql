@@ -19,7 +19,7 @@
 -- A cancelled dependent is itself a job that ended: the same trigger cancels its own
 -- dependents in turn.
 --
--- Expand-only: a new status value, a nullable column, a new table, a new trigger.
+-- Expand-only: a new status value, a nullable column, new tables, a new trigger.
 ALTER TYPE tickwork.job_status ADD VALUE IF NOT EXISTS 'waiting';
 
 ALTER TABLE tickwork.jobs ADD COLUMN parents_left integer CHECK (parents_left >= 0);
@@ -33,6 +33,15 @@ CREATE TABLE tickwork.job_dependencies (
 
 -- A parent's dependents (the trigger; retention's cascade).
 CREATE INDEX job_dependencies_parent_idx ON tickwork.job_dependencies (parent_id);
+
+-- The jobs a task spawned (job.spawn), by the spawning job and the call's key: a retried
+-- attempt that spawns again under the same key gets the first attempt's jobs, not new ones.
+CREATE TABLE tickwork.job_spawns (
+    job_id  bigint   NOT NULL REFERENCES tickwork.jobs (id) ON DELETE CASCADE,
+    key     text     NOT NULL,
+    ids     bigint[] NOT NULL,
+    PRIMARY KEY (job_id, key)
+);
 
 CREATE FUNCTION tickwork.release_dependents() RETURNS trigger
 LANGUAGE plpgsql AS $$

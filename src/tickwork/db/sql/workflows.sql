@@ -61,3 +61,18 @@ JOIN tickwork.jobs j ON j.id = d.job_id
 WHERE d.parent_id = %(id)s
 ORDER BY d.job_id
 LIMIT %(limit)s;
+
+-- name: workflow_spawn_claim
+-- Record that job %(job_id)s spawns under %(key)s; no row: it did before (an earlier attempt,
+-- or a concurrent call that committed first), and workflow_spawned says which jobs it made.
+INSERT INTO tickwork.job_spawns (job_id, key, ids)
+VALUES (%(job_id)s, %(key)s, '{}')
+ON CONFLICT (job_id, key) DO NOTHING
+RETURNING job_id;
+
+-- name: workflow_spawned
+SELECT ids FROM tickwork.job_spawns WHERE job_id = %(job_id)s AND key = %(key)s;
+
+-- name: workflow_spawn_record
+UPDATE tickwork.job_spawns SET ids = %(ids)s::bigint[]
+WHERE job_id = %(job_id)s AND key = %(key)s;
