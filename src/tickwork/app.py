@@ -436,8 +436,10 @@ class App(FlowControls, ScheduleControls):
                 queue=entry.queue,
                 priority=entry.priority,
                 max_attempts=entry.max_attempts,
+                retry=entry.retry,
                 timeout=entry.timeout,
                 concurrency_key=entry.concurrency_key,
+                concurrency_limit=entry.concurrency_limit,
             )
             try:
                 new = self._new_job(

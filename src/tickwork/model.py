@@ -127,8 +127,10 @@ class Spawn:
     queue: str | None = None
     priority: int = 0
     max_attempts: int | None = None
+    retry: Backoff | None = None
     timeout: float | None = None
     concurrency_key: str | None = None
+    concurrency_limit: int | None = None
 
 
 class Spawner(Protocol):

@@ -34,6 +34,8 @@ PURE = [
     "tickwork.schedules.job_templates",
     "tickwork.schedules.tenancy",
     "tickwork.schedules.images",
+    "tickwork.schedules.steps",
+    "tickwork.workflows.graph",
     "tickwork.schedules.container_policy",
     "tickwork.worker.retry",
     "tickwork.flow.pauses",
