@@ -1,5 +1,5 @@
 """The statements of small workflows (``sql/workflows.sql``): the parents a new job waits for,
-read and locked; jobs inserted with their edges; a job's parents and dependents for the
+read and locked; jobs inserted with their edges; spawns recorded; a run's graph for the
 console. The decisions (which status a new job starts in) are :mod:`tickwork.workflows.after`'s.
 """
 
@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from tickwork.db.jobs import carrier, fields_of
-from tickwork.db.store import Op, Row, nothing, to_json
+from tickwork.db.store import Op, nothing, to_json
 from tickwork.model import JobId, JobStatus, NewJob, TraceContext
 
 
@@ -70,16 +70,23 @@ def insert_jobs(
     return Op("workflow_insert_jobs", params, lambda rows: [JobId(r["id"]) for r in rows])
 
 
-def _linked(rows: list[Row]) -> list[Linked]:
-    return [Linked(JobId(r["id"]), r["kind"], JobStatus(r["status"])) for r in rows]
+def graph_jobs(job_id: int, namespace: str | None, limit: int) -> Op[list[Linked]]:
+    """The jobs linked to ``job_id`` by edges at any distance, nearest first (the job
+    itself first), at most ``limit``, of the tenant ``namespace`` only."""
+    return Op(
+        "workflow_graph_jobs",
+        {"id": job_id, "namespace": namespace, "limit": limit},
+        lambda rows: [Linked(JobId(r["id"]), r["kind"], JobStatus(r["status"])) for r in rows],
+    )
 
 
-def parents_of(job_id: int) -> Op[list[Linked]]:
-    return Op("workflow_parents_of", {"id": job_id}, _linked)
-
-
-def children_of(job_id: int, limit: int) -> Op[list[Linked]]:
-    return Op("workflow_children_of", {"id": job_id, "limit": limit}, _linked)
+def graph_edges(ids: Sequence[int]) -> Op[list[tuple[JobId, JobId]]]:
+    """The edges between ``ids``, as (dependent, parent)."""
+    return Op(
+        "workflow_graph_edges",
+        {"ids": list(ids)},
+        lambda rows: [(JobId(r["job_id"]), JobId(r["parent_id"])) for r in rows],
+    )
 
 
 def claim_spawn(job_id: int, key: str) -> Op[bool]:

@@ -45,22 +45,32 @@ edges AS (
 )
 SELECT id FROM inserted ORDER BY id;
 
--- name: workflow_parents_of
--- The parents of a job: its edges with each parent's kind and status (the console's graph).
-SELECT d.parent_id AS id, j.kind, j.status::text AS status
-FROM tickwork.job_dependencies d
-JOIN tickwork.jobs j ON j.id = d.parent_id
-WHERE d.job_id = %(id)s
-ORDER BY d.parent_id;
+-- name: workflow_graph_jobs
+-- The jobs linked to %(id)s by edges, either way and at any distance (a run's whole graph),
+-- of the job's own tenant only: breadth first from the job (itself first), which the LIMIT
+-- stops early (a recursive UNION is read as it is produced, each job once).
+WITH RECURSIVE linked(id) AS (
+    SELECT %(id)s::bigint
+    UNION
+    SELECT CASE WHEN d.job_id = l.id THEN d.parent_id ELSE d.job_id END
+    FROM linked l
+    JOIN tickwork.job_dependencies d ON d.job_id = l.id OR d.parent_id = l.id
+),
+nearest AS (
+    SELECT id, row_number() OVER () AS n FROM (SELECT id FROM linked LIMIT %(limit)s) AS f
+)
+SELECT j.id, j.kind, j.status::text AS status
+FROM nearest n
+JOIN tickwork.jobs j ON j.id = n.id
+WHERE j.schedule_namespace IS NOT DISTINCT FROM %(namespace)s::text
+ORDER BY n.n;
 
--- name: workflow_children_of
--- The dependents of a job, with each one's kind and status (the console's graph).
-SELECT d.job_id AS id, j.kind, j.status::text AS status
+-- name: workflow_graph_edges
+-- The edges between these jobs: (dependent, parent).
+SELECT d.job_id, d.parent_id
 FROM tickwork.job_dependencies d
-JOIN tickwork.jobs j ON j.id = d.job_id
-WHERE d.parent_id = %(id)s
-ORDER BY d.job_id
-LIMIT %(limit)s;
+WHERE d.job_id = ANY(%(ids)s::bigint[]) AND d.parent_id = ANY(%(ids)s::bigint[])
+ORDER BY d.job_id, d.parent_id;
 
 -- name: workflow_spawn_claim
 -- Record that job %(job_id)s spawns under %(key)s; no row: it did before (an earlier attempt,
