@@ -20,6 +20,7 @@ from tickwork.schedules import steps
 from tickwork.schedules.checks import DefinitionError
 from tickwork.schedules.definition import ScheduleDefinition
 from tickwork.schedules.manifests import load_documents
+from tickwork.schedules.tenancy import TenantPolicy, check
 from tickwork.worker.runner import Worker
 
 
@@ -138,3 +139,22 @@ async def test_an_occurrence_runs_each_step_once_in_order(
             " WHERE kind = 'p.step'"
         ).fetchall()
     assert rows == [("team", "nightly", "succeeded")] * 4, "the steps are the schedule's jobs"
+
+
+def test_a_tenant_policy_judges_every_step_and_not_the_occurrence_job() -> None:
+    policy = TenantPolicy("team-a", ("team-a",), kinds=("team-a.*",), max_priority=5)
+    allowed = ScheduleDefinition.from_spec(
+        "p", _spec(_step("a", kind="team-a.x"), _step("b", "a", kind="team-a.y"))
+    )
+    assert check("team-a", "team-a", allowed, [policy]) is None, "tickwork.steps is not judged"
+    sneaky = ScheduleDefinition.from_spec(
+        "p", _spec(_step("a", kind="team-a.x"), _step("b", "a", kind="payments.refund"))
+    )
+    refusal = check("team-a", "team-a", sneaky, [policy])
+    assert refusal is not None
+    assert refusal.message.startswith(
+        "spec.steps[1].job.kind: kind 'payments.refund' is not allowed for namespace team-a"
+    )
+    loud = {"name": "c", "job": {"kind": "team-a.z", "priority": 9}}
+    refusal = check("team-a", "team-a", ScheduleDefinition.from_spec("p", _spec(loud)), [policy])
+    assert refusal is not None and refusal.message.startswith("spec.steps[0].job.priority")
