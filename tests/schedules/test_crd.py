@@ -89,8 +89,11 @@ CEL_RULES: dict[str, Callable[[dict[str, Any]], bool]] = {
     "!has(self.catchUpLimit) || (has(self.misfirePolicy) && self.misfirePolicy == 'CatchUp')": (
         lambda s: "catchUpLimit" not in s or s.get("misfirePolicy") == "CatchUp"
     ),
-    "has(self.jobTemplate) != (has(self.job) && has(self.job.kind))": lambda s: (
-        ("jobTemplate" in s) != ("kind" in (s.get("job") or {}))
+    "has(self.steps) || has(self.jobTemplate) != (has(self.job) && has(self.job.kind))": lambda s: (
+        "steps" in s or ("jobTemplate" in s) != ("kind" in (s.get("job") or {}))
+    ),
+    "!has(self.steps) || (!has(self.job) && !has(self.jobTemplate))": lambda s: (
+        "steps" not in s or ("job" not in s and "jobTemplate" not in s)
     ),
     "!has(self.jobTemplate) || !has(self.job) || !has(self.job.payload)": lambda s: (
         "jobTemplate" not in s or "payload" not in (s.get("job") or {})
@@ -173,6 +176,7 @@ def test_the_examples_directory_loads() -> None:
         "examples.report",
         "examples.slow",
         "tickwork.kubernetes-job",
+        "tickwork.steps",
     }
 
 
@@ -507,7 +511,13 @@ def test_crd_fields_are_the_spec_fields() -> None:
             **calendar,
         },
     ).to_spec()
-    assert set(spec["properties"]) == {*full, "schedule", "scheduleNamespace", "jobTemplate"}
+    assert set(spec["properties"]) == {
+        *full,
+        "schedule",
+        "scheduleNamespace",
+        "jobTemplate",
+        "steps",
+    }
     job = spec["properties"]["job"]
     assert set(job["properties"]) == set(full["job"])
     assert set(job["properties"]["retryPolicy"]["properties"]) == set(full["job"]["retryPolicy"])

@@ -20,6 +20,7 @@ from tickwork.db import pauses as pauses_db
 from tickwork.db import schedules as schedules_db
 from tickwork.db import store
 from tickwork.db import workers as workers_db
+from tickwork.db import workflows as workflows_db
 from tickwork.db.connections import Connection
 from tickwork.errors import JobNotFound, ScheduleNotFound
 from tickwork.flow import limiting
@@ -269,6 +270,32 @@ class JobDetail:
     """Available and due: nothing for "run now" to do."""
     now: datetime
     audit: list[admin_db.AuditRow]
+    graph: RunGraph | None = None
+    """The graph of the run the job is part of (None: it waits for no job and none for it)."""
+
+
+GRAPH_JOBS = 60
+"""The most jobs of a run's graph a job page draws, nearest to the job first."""
+
+
+@dataclass(frozen=True)
+class RunGraph:
+    """The jobs linked to a job by ``after`` edges, and those edges (dependent, parent)."""
+
+    jobs: list[workflows_db.Linked]
+    edges: list[tuple[int, int]]
+    cut: bool
+    """More jobs are linked than are drawn."""
+
+
+def run_graph(conn: Connection, job: Job) -> RunGraph | None:
+    namespace = job.schedule.namespace if job.schedule else None
+    found = store.run(conn, workflows_db.graph_jobs(job.id, namespace, GRAPH_JOBS + 1))
+    if len(found) <= 1:
+        return None
+    jobs = found[:GRAPH_JOBS]
+    edges = store.run(conn, workflows_db.graph_edges([j.id for j in jobs]))
+    return RunGraph(jobs, [(int(a), int(b)) for a, b in edges], len(found) > GRAPH_JOBS)
 
 
 def job(
@@ -294,6 +321,7 @@ def job(
             conn,
             admin_db.audit(job_target(job_id), before=None, limit=settings.page_size, scope=None),
         ),
+        graph=run_graph(conn, found),
     )
 
 

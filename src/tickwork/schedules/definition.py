@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, NoReturn
 
-from tickwork.schedules import calendars, container_jobs, deadlines, limits, occurrences
+from tickwork.schedules import calendars, container_jobs, deadlines, limits, occurrences, steps
 from tickwork.schedules.checks import (
     DefinitionError,
     check_container_template,
@@ -107,6 +107,8 @@ class ScheduleDefinition:
     """By when each occurrence must have succeeded (None: no deadline)."""
     suspend_after_failures: int | None = None
     """Suspend the schedule after this many consecutive occurrences ended dead (None: never)."""
+    steps: tuple[steps.Step, ...] = ()
+    """With ``spec.steps``: ``job`` is :func:`steps.occurrence_job`, which spawns them."""
 
     def validate(self, namespace: str) -> None:
         """Raise :class:`DefinitionError` for the first invalid value."""
@@ -151,6 +153,8 @@ class ScheduleDefinition:
             self.timetable(namespace).check(occurrences.load_zone(self.time_zone))
         except calendars.CalendarError as error:
             fail(error.field, str(error))
+        if self.steps:
+            steps.check_graph(self.name, self.steps)
 
     def owned_by(self, namespace: str, uid: str | None) -> ScheduleDefinition:
         """This definition as the Schedule object of Kubernetes ``namespace`` with ``uid``
@@ -214,7 +218,10 @@ class ScheduleDefinition:
             spec["deadline"] = self.deadline.to_spec()
         if self.suspend_after_failures is not None:
             spec["suspendAfterFailures"] = self.suspend_after_failures
-        spec["job"] = job_to_spec(self.job, container=self.container is not None)
+        if self.steps:
+            spec["steps"] = steps.steps_to_spec(self.steps)
+        else:
+            spec["job"] = job_to_spec(self.job, container=self.container is not None)
         if self.container is not None:
             spec["jobTemplate"] = copy_json(self.container.template)
             target = target_to_spec(self.container)
@@ -241,12 +248,21 @@ class ScheduleDefinition:
             raise fields.error("intervalMode", "is only valid with spec.every")
         job = fields.mapping("job", JOB_FIELDS)
         container = container_from_spec(fields)
-        if job is None and container is None:
-            raise fields.error("job", "is required (spec.job.kind, or spec.jobTemplate)")
+        pipeline = steps.steps_from_spec(name, fields.values.get("steps"))
+        if pipeline and (job is not None or container is not None):
+            reason = "set exactly one of spec.job.kind, spec.jobTemplate or spec.steps"
+            raise fields.error("steps", reason)
+        if job is None and container is None and not pipeline:
+            raise fields.error(
+                "job", "is required (spec.job.kind, or spec.jobTemplate, or spec.steps)"
+            )
         return cls(
             name=name,
-            job=job_from_spec(job, container=container is not None),
+            job=steps.occurrence_job(pipeline)
+            if pipeline
+            else job_from_spec(job, container=container is not None),
             container=container,
+            steps=pipeline,
             schedule=fields.string("schedule"),
             every=every,
             interval_mode=interval_mode or IntervalMode.FIXED_RATE,

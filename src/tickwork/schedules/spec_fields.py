@@ -117,6 +117,7 @@ SPEC_FIELDS = frozenset(
         "failedJobsHistoryLimit",
         "job",
         "jobTemplate",
+        "steps",
         TARGET_FIELD,
         "scheduleNamespace",
         # calendars (docs/calendars.md)
@@ -151,9 +152,19 @@ _RETRY_FIELDS = frozenset({"baseDelaySeconds", "backoffRate", "maxDelaySeconds"}
 class Fields:
     """The fields of one spec mapping, read with type checks; errors name the field's path."""
 
-    def __init__(self, name: str, path: str, value: Any, known: frozenset[str]) -> None:
+    def __init__(
+        self,
+        name: str,
+        path: str,
+        value: Any,
+        known: frozenset[str],
+        limits_path: str | None = None,
+    ) -> None:
+        """``limits_path``: where this mapping's limits are found, when its own path is not
+        (a step's job, ``spec.steps[2].job``, has the limits of ``spec.job``)."""
         self.name = name
         self.path = path
+        self.limits_path = path if limits_path is None else limits_path
         if not isinstance(value, Mapping):
             raise DefinitionError(name, path, f"must be a mapping, not {type_name(value)}")
         self.values: Mapping[str, Any] = value
@@ -167,7 +178,7 @@ class Fields:
 
     def _limited(self, key: str, value: _V) -> _V:
         """``value``, unless it is outside the limits of its field (when it has any)."""
-        path = f"{self.path}.{key}"
+        path = f"{self.limits_path}.{key}"
         if value is not None and path in limits.FIELDS:
             problem = limit_problem(path, value)
             if problem is not None:
@@ -176,7 +187,10 @@ class Fields:
 
     def mapping(self, key: str, known: frozenset[str]) -> Fields | None:
         value = self.values.get(key)
-        return None if value is None else Fields(self.name, f"{self.path}.{key}", value, known)
+        if value is None:
+            return None
+        path, limits_path = f"{self.path}.{key}", f"{self.limits_path}.{key}"
+        return Fields(self.name, path, value, known, limits_path)
 
     def string(self, key: str) -> str | None:
         value = self.values.get(key)

@@ -56,9 +56,9 @@ from tickwork.flow import task_rules
 from tickwork.logs import fields
 from tickwork.maintenance import duties, firing
 from tickwork.maintenance.service import Service
-from tickwork.model import Job
+from tickwork.model import SPAWNER, Job
 from tickwork.settings import WorkerSettings
-from tickwork.worker import deaths, identity, loop_watch
+from tickwork.worker import deaths, identity, loop_watch, steps
 from tickwork.worker.claiming import Claimer
 from tickwork.worker.heartbeat import Heartbeat, HeartbeatConfig
 from tickwork.worker.held import HeldJobs
@@ -97,6 +97,7 @@ class Worker:
         """The name, for people: ``settings.name``, or with a suffix (:mod:`.identity`)."""
         self.incarnation = uuid.uuid4()
         """This process start's identity: claims, adoption, heartbeats and its row go by it."""
+        steps.register(app)  # every worker runs the occurrences of schedules with steps
         self.kinds = app.registry.kinds
         self.queues = list(settings.queues) or sorted({"default", *app.registry.queues()})
         self._extra_loops = extra_loops
@@ -224,6 +225,7 @@ class Worker:
             await self.check_budget()
             await self._register()
             logs.CURRENT_WORKER.set(self.name)  # the tasks started below inherit it
+            SPAWNER.set(self.app)  # and job.spawn creates their jobs through this App
             tasks = [(kind, task.rule) for kind, task in self.app.registry.items()]
             await asyncio.to_thread(task_rules.write, self.settings.database_url, tasks, self.name)
             self._heartbeat.start()

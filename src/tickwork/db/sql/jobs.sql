@@ -647,19 +647,20 @@ WHERE id = %(id)s AND on_dead_pending
 RETURNING id;
 
 -- name: job_cancel
--- Cancel a job. An available one is cancelled at once. A running one is asked to stop: it
+-- Cancel a job. An available or waiting one is cancelled at once (a waiting one's dependents
+-- with it: trigger jobs_release_dependents, migration 0029). A running one is asked to stop: it
 -- stays running, holding its concurrency key, until its worker has stopped the task and
 -- records the outcome, or its lease expires (then lease recovery cancels it). The trigger
 -- jobs_notify_cancel_requested tells its worker; the request is not a state change and
 -- leaves the version alone.
 UPDATE tickwork.jobs
-SET status = CASE WHEN status = 'available' THEN 'cancelled'
-                  ELSE status END::tickwork.job_status,
-    finished_at = CASE WHEN status = 'available' THEN coalesce(%(now)s, now()) END,
+SET status = CASE WHEN status = 'running' THEN status
+                  ELSE 'cancelled' END::tickwork.job_status,
+    finished_at = CASE WHEN status <> 'running' THEN coalesce(%(now)s, now()) END,
     cancel_requested_at = CASE WHEN status = 'running'
                                THEN coalesce(cancel_requested_at, %(now)s, now()) END,
-    version = CASE WHEN status = 'available' THEN version + 1 ELSE version END
-WHERE id = %(id)s AND status IN ('available', 'running')
+    version = CASE WHEN status <> 'running' THEN version + 1 ELSE version END
+WHERE id = %(id)s AND status::text IN ('available', 'running', 'waiting')
 RETURNING id;
 
 -- name: job_cancel_of_schedules
