@@ -34,8 +34,9 @@ firing alone (``bench/throughput.py`` measures running jobs).
 Runs on a database of its own: on the server of ``--database-url``, or on a private PostgreSQL
 with its default durability (see servers.py). At scale the private server's shared_buffers
 and max_wal_size are sized for the load (``SCALE_SERVER``, printed; ``--postgres-defaults``
-runs it with PostgreSQL's own), and the run prints the WAL written and the checkpoints taken
-while firing, and the tables' sizes.
+runs it with PostgreSQL's own), and the run prints the WAL written while firing (per occurrence,
+its records and full-page images: after each checkpoint a page's first change writes the whole
+page), the checkpoints taken, and the tables' sizes.
 """
 
 from __future__ import annotations
@@ -460,8 +461,9 @@ FROM (SELECT committed, extract(epoch FROM committed - occurrence_at)::float8 AS
 
 _SIZE = "SELECT pg_total_relation_size(%s::regclass)"
 _WAL = """
-SELECT pg_current_wal_lsn() - '0/0'::pg_lsn, checkpoints_timed + checkpoints_req
-FROM pg_stat_bgwriter
+SELECT pg_current_wal_lsn() - '0/0'::pg_lsn, checkpoints_timed + checkpoints_req,
+       wal_records, wal_fpi
+FROM pg_stat_bgwriter, pg_stat_wal
 """
 
 
@@ -529,10 +531,12 @@ def run_scale(
         )
     assert wal_before is not None and wal_after is not None
     print(f"  tables with their indexes: {sizes}")
+    wal = wal_after[0] - wal_before[0]
     print(
-        f"  database from the due time until the last job: "
-        f"{(wal_after[0] - wal_before[0]) / 2**20:,.0f} MiB of WAL, "
-        f"{wal_after[1] - wal_before[1]} checkpoints"
+        f"  database from the due time until the last job: {wal / 2**20:,.0f} MiB of WAL"
+        f" ({wal / max(fired, 1):,.0f} bytes an occurrence; {wal_after[2] - wal_before[2]:,}"
+        f" records, {wal_after[3] - wal_before[3]:,} full-page images),"
+        f" {wal_after[1] - wal_before[1]} checkpoints"
     )
     if spent:
         print(f"  statements from the due time until the last job ({seconds:.0f} s), by time:")

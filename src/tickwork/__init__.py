@@ -1,7 +1,7 @@
 """tickwork: recurring and one-off jobs on PostgreSQL, with no leader."""
 
 from tickwork.app import App
-from tickwork.model import Backoff, Job, JobId, JobStatus
+from tickwork.model import Backoff, Job, JobId, JobStatus, Spawn
 from tickwork.schedules.definition import ScheduleDefinition
 from tickwork.schedules.options import ConcurrencyPolicy, IntervalMode, JobTemplate, MisfirePolicy
 
@@ -20,4 +20,5 @@ __all__ = [
     "JobTemplate",
     "MisfirePolicy",
     "ScheduleDefinition",
+    "Spawn",
 ]

@@ -33,9 +33,13 @@ from tickwork.model import (
     JobId,
     JobStatus,
     NewJob,
+    Spawn,
 )
 from tickwork.schedules.controls import ScheduleControls
 from tickwork.tasks import DeadHook, Registry, Task, TaskFunction, check_job_fields
+from tickwork.workflows import after as workflow_after
+from tickwork.workflows import spawn
+from tickwork.workflows.after import check_after
 
 T = TypeVar("T")
 F = TypeVar("F", bound=TaskFunction)
@@ -67,6 +71,9 @@ class JobFields(TypedDict, total=False):
     """At most ``concurrency_limit`` running jobs per key across the fleet."""
     concurrency_limit: int | None
     """How many jobs of ``concurrency_key`` may run at once (1 to 10,000); default 1."""
+    after: Sequence[int] | None
+    """Ids of jobs (of the same tenant: enqueued from code) to wait for: the job runs once all
+    have succeeded, and is cancelled if one ends dead or cancelled (docs/workflows.md)."""
 
 
 class App(FlowControls, ScheduleControls):
@@ -233,6 +240,8 @@ class App(FlowControls, ScheduleControls):
             concurrency_limit = limits.check_concurrency_limit(concurrency_limit)
         if run_at is not None and run_at.tzinfo is None:
             raise InvalidInput("run_at", "must be timezone-aware")
+        if fields.get("after") and fields.get("unique_key") is not None:
+            raise InvalidInput("unique_key", "cannot be combined with after")
         return NewJob(
             kind=kind,
             queue=queue,
@@ -256,21 +265,43 @@ class App(FlowControls, ScheduleControls):
         op = jobs_db.insert_jobs(template, payloads, self.clock.now(), tracing.capture())
         return template, op
 
+    def _enqueue_after(
+        self,
+        template: NewJob,
+        payloads: Sequence[Any],
+        after: list[int],
+        conn: connections.Connection | None,
+    ) -> list[JobId]:
+        """Jobs like ``template`` waiting for ``after`` (:mod:`tickwork.workflows.after`);
+        the workers are woken only for jobs that start available."""
+        now, trace = self.clock.now(), tracing.capture()
+
+        def insert(c: connections.Connection) -> tuple[list[JobId], JobStatus]:
+            return workflow_after.enqueue_after(c, template, payloads, after, now, trace)
+
+        ids, _ = self._insert(insert, template, conn, lambda r: r[1] is JobStatus.AVAILABLE)
+        _count_enqueued(template, len(ids))
+        return ids
+
     def _insert(
         self,
-        op: store.Op[T],
+        op: store.Op[T] | Callable[[connections.Connection], T],
         job: NewJob,
         conn: connections.Connection | None,
         created: Callable[[T], bool],
     ) -> T:
-        """Run an insert ``op`` in ``conn``'s transaction (the trigger notifies at the caller's
-        commit), or in a transaction of its own that notifies nobody, followed after its
-        commit by one notification when ``created(result)`` says a job was made."""
+        """Run an insert ``op`` (or a function of the connection) in ``conn``'s transaction
+        (the trigger notifies at the caller's commit), or in a transaction of its own that
+        notifies nobody, followed after its commit by one notification when
+        ``created(result)`` says a job was made."""
         if conn is not None:
-            return self._run(op, conn)
+            if isinstance(op, store.Op):
+                return self._run(op, conn)
+            with connections.schema_required():
+                return op(conn)
         with self.connection() as own:
             store.run(own, jobs_db.inserts_quiet())
-            result = store.run(own, op)
+            result = store.run(own, op) if isinstance(op, store.Op) else op(own)
             own.commit()
             if self._notify and created(result):
                 own.autocommit = True  # one statement, one round trip: no BEGIN, no COMMIT
@@ -327,6 +358,8 @@ class App(FlowControls, ScheduleControls):
         asked whether it serves ``kind`` (``tickwork enqueue`` does): a job of a kind nobody
         serves waits, available, until a worker registering it starts."""
         job = self._new_job(kind, {} if payload is None else payload, fields)
+        if after := check_after(fields.get("after")):
+            return self._enqueue_after(job, [job.payload], after, conn)[0]
         op = jobs_db.insert_job(job, self.clock.now(), tracing.capture())
         for _ in range(_UNIQUE_RACE_RETRIES):
             result = self._insert(op, job, conn, _created)
@@ -345,6 +378,8 @@ class App(FlowControls, ScheduleControls):
     ) -> JobId:
         """:meth:`enqueue` for asyncio code."""
         job = self._new_job(kind, {} if payload is None else payload, fields)
+        if check_after(fields.get("after")):
+            raise InvalidInput("after", "not supported by enqueue_async: use enqueue")
         op = jobs_db.insert_job(job, self.clock.now(), tracing.capture())
         for _ in range(_UNIQUE_RACE_RETRIES):
             result = await self._ainsert(op, job, conn, _created)
@@ -363,6 +398,9 @@ class App(FlowControls, ScheduleControls):
     ) -> list[JobId]:
         """Add many jobs of one kind in a single statement; ids in payload order.
         Takes the fields of :meth:`enqueue` except ``unique_key``."""
+        if after := check_after(fields.get("after")):
+            template = self._new_job(kind, None, fields)
+            return self._enqueue_after(template, payloads, after, conn)
         template, op = self._insert_many(kind, payloads, fields)
         ids = self._insert(op, template, conn, bool)
         _count_enqueued(template, len(ids))
@@ -377,10 +415,52 @@ class App(FlowControls, ScheduleControls):
         **fields: Unpack[JobFields],
     ) -> list[JobId]:
         """:meth:`enqueue_many` for asyncio code."""
+        if check_after(fields.get("after")):
+            raise InvalidInput("after", "not supported by enqueue_many_async: use enqueue_many")
         template, op = self._insert_many(kind, payloads, fields)
         ids = await self._ainsert(op, template, conn, bool)
         _count_enqueued(template, len(ids))
         return ids
+
+    # --- workflows ----------------------------------------------------------------------
+
+    def spawn(
+        self, job: Job, jobs: Sequence[Spawn], join: Spawn | None = None, key: str = "spawn"
+    ) -> list[JobId]:
+        """What :meth:`Job.spawn` does, for the running ``job``
+        (:mod:`tickwork.workflows.spawn`); the worker hands this App to its tasks for it."""
+        planned = spawn.plan(jobs, join, key)
+        news = []
+        for i, entry in enumerate(planned.entries):
+            field = "join" if join is not None and i == len(planned.entries) - 1 else f"jobs[{i}]"
+            fields = JobFields(
+                queue=entry.queue,
+                priority=entry.priority,
+                max_attempts=entry.max_attempts,
+                retry=entry.retry,
+                timeout=entry.timeout,
+                concurrency_key=entry.concurrency_key,
+                concurrency_limit=entry.concurrency_limit,
+            )
+            try:
+                new = self._new_job(
+                    entry.kind, {} if entry.payload is None else entry.payload, fields
+                )
+            except InvalidInput as exc:
+                raise InvalidInput(f"{field}.{exc.field}", exc.reason) from None
+            news.append(spawn.tenant_of(job, new))
+        now, trace = self.clock.now(), tracing.capture()
+        with self.connection() as conn:
+            ids = spawn.spawn_jobs(conn, job, planned, news, key, now, trace)
+        for new in news:
+            _count_enqueued(new, 1)
+        return ids
+
+    async def spawn_async(
+        self, job: Job, jobs: Sequence[Spawn], join: Spawn | None = None, key: str = "spawn"
+    ) -> list[JobId]:
+        """:meth:`spawn` for async tasks (on a thread: one short transaction)."""
+        return await asyncio.to_thread(self.spawn, job, jobs, join, key)
 
     # --- looking and acting -----------------------------------------------------------
 

@@ -243,6 +243,12 @@ SCHEDULE_LAST_FIRE = Gauge(
     "Unix time of the newest occurrence this worker fired in the namespace.",
     ["schedule_namespace"],
 )
+SCHEDULE_DEADLINES_MISSED = Counter(
+    "tickwork_schedule_deadlines_missed_total",
+    "Occurrences that had not succeeded by their spec.deadline, counted once by the worker"
+    " that found them (the check_deadlines duty).",
+    ["schedule_namespace", "schedule"],
+)
 SCHEDULE_FIRING_FAILURES = Counter(
     "tickwork_schedule_firing_failures_total",
     "Firings of a schedule that failed (its error is on its row); it was set aside for a retry.",

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, NewType
+from typing import Any, NewType, Protocol
 
-from tickwork.errors import InvalidInput
+from tickwork.errors import InvalidInput, InvalidTransition
 from tickwork.progress import Reported
 from tickwork.progress import report as report_progress
 
@@ -22,6 +24,8 @@ DEFAULT_MAX_ATTEMPTS = 25
 
 
 class JobStatus(enum.StrEnum):
+    WAITING = "waiting"
+    """Enqueued with ``after``: waits for its parents to succeed (never claimed)."""
     AVAILABLE = "available"
     RUNNING = "running"
     SUCCEEDED = "succeeded"
@@ -99,6 +103,65 @@ class Job:
         sync task leaves out the ``await``); never waits, written by the worker at most once
         per interval (:mod:`tickwork.progress`, docs/results.md)."""
         return report_progress(self, fraction, message)
+
+    def spawn(
+        self, jobs: Sequence[Spawn], *, join: Spawn | None = None, key: str = "spawn"
+    ) -> list[JobId]:
+        """From inside this job's task: create ``jobs`` (and a ``join`` job that waits for
+        all of them) in one transaction; their ids, the join's last. They wait for this job:
+        they start once its task has succeeded, and are cancelled if it ends dead or
+        cancelled. An entry's ``after`` names other entries (by ``name``) or existing jobs of
+        this job's tenant (by id). Idempotent per ``key``: a retried attempt spawning again
+        under the same key gets the first attempt's jobs (docs/workflows.md)."""
+        return _spawner().spawn(self, jobs, join, key)
+
+    async def spawn_async(
+        self, jobs: Sequence[Spawn], *, join: Spawn | None = None, key: str = "spawn"
+    ) -> list[JobId]:
+        """:meth:`spawn` for async tasks."""
+        return await _spawner().spawn_async(self, jobs, join, key)
+
+
+@dataclass(frozen=True)
+class Spawn:
+    """A job that a task spawns (:meth:`Job.spawn`). Unset fields take the task's settings."""
+
+    kind: str
+    payload: Any = None
+    name: str | None = None
+    """Lets other entries of the same spawn wait for this one (their ``after``)."""
+    after: Sequence[str | int] = ()
+    """Names of other entries of the same spawn, or ids of existing jobs, to wait for."""
+    queue: str | None = None
+    priority: int = 0
+    max_attempts: int | None = None
+    retry: Backoff | None = None
+    timeout: float | None = None
+    concurrency_key: str | None = None
+    concurrency_limit: int | None = None
+
+
+class Spawner(Protocol):
+    """What creates spawned jobs (the worker's App)."""
+
+    def spawn(
+        self, job: Job, jobs: Sequence[Spawn], join: Spawn | None, key: str
+    ) -> list[JobId]: ...
+
+    async def spawn_async(
+        self, job: Job, jobs: Sequence[Spawn], join: Spawn | None, key: str
+    ) -> list[JobId]: ...
+
+
+SPAWNER: ContextVar[Spawner | None] = ContextVar("tickwork_spawner", default=None)
+"""Set by a worker for the tasks it runs."""
+
+
+def _spawner() -> Spawner:
+    spawner = SPAWNER.get()
+    if spawner is None:
+        raise InvalidTransition("job.spawn works only inside a task run by a tickwork worker")
+    return spawner
 
 
 @dataclass(frozen=True)

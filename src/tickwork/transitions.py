@@ -95,7 +95,9 @@ def _retry_settled(job: jobs_db.LockedJob) -> str | None:
 _RULES = {
     JobAction.RUN_NOW: _Rule((JobStatus.AVAILABLE,), jobs_db.run_job_now, _run_now_settled),
     JobAction.CANCEL: _Rule(
-        (JobStatus.AVAILABLE, JobStatus.RUNNING), jobs_db.cancel_job, _cancel_settled
+        (JobStatus.AVAILABLE, JobStatus.RUNNING, JobStatus.WAITING),
+        jobs_db.cancel_job,
+        _cancel_settled,
     ),
     JobAction.RETRY: _Rule(
         (JobStatus.DEAD, JobStatus.CANCELLED), jobs_db.retry_dead_job, _retry_settled

@@ -67,7 +67,9 @@ def test_nothing_to_do_is_an_outcome_for_the_console_and_an_error_for_the_app(
         outcome = transitions.act_on_job(own, transitions.JobAction.CANCEL, job_id, ALICE, None)
     assert (outcome.changed, outcome.replayed) == (False, False)
     assert outcome.message == f"job {job_id} is already cancelled"
-    refused = f"^job {job_id} is cancelled; cancel applies only to available or running jobs$"
+    refused = (
+        f"^job {job_id} is cancelled; cancel applies only to available or running or waiting jobs$"
+    )
     with pytest.raises(InvalidTransition, match=refused):
         app.cancel(job_id)
     assert len(_audit(conn)) == 1

@@ -11,7 +11,6 @@ import os
 import shutil
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -119,17 +118,17 @@ def test_every_role_works_through_pgbouncer_in_transaction_mode(
         fleet.start("w3", bouncer, **pooled, listen_url=database_url)
         ids = [app.enqueue(WORK, {"seconds": 0.05}) for _ in range(JOBS // 2)]
         ids += app.enqueue_many(WORK, [{"seconds": 0.05}] * (JOBS // 2))
-        time.sleep(3.0)  # the schedules fire a few times too
+
+        def all_ran_and_ticked() -> bool:
+            row = conn.execute(
+                "SELECT count(*) FILTER (WHERE kind = %s AND status = 'succeeded'),"
+                " count(*) FILTER (WHERE kind = %s) FROM tickwork.jobs",
+                (WORK, TICK),
+            ).fetchone()
+            return row is not None and row[0] == JOBS and row[1] >= 4
+
         wait_until_sync(
-            lambda: (
-                conn.execute(
-                    "SELECT count(*) FROM tickwork.jobs WHERE kind = %s AND status = 'succeeded'",
-                    (WORK,),
-                ).fetchone()
-                == (JOBS,)
-            ),
-            timeout=30,
-            what="every job to succeed",
+            all_ran_and_ticked, timeout=60, what="every job to succeed, the schedules to fire"
         )
         assert fleet.exits() == "", "no worker exits"
         ran = runs(fleet.runs)

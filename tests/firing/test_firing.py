@@ -413,14 +413,34 @@ async def test_warming_parses_the_schedules_due_next_ahead_of_time(
     cache = firing.DefinitionCache()
     forever = time.monotonic() + 60
 
-    assert await firing.warm(aconn, [NS], cache, at(600), time.monotonic() - 1) == 0
+    cut = await firing.warm(aconn, [NS], cache, at(600), time.monotonic() - 1)
+    assert cut == firing.Warmed(0, None)
     soon, later = spec_key(conn, "soon"), spec_key(conn, "later")
     assert cache.get(NS, "soon", soon) is None, "a deadline already passed parses nothing"
 
-    assert await firing.warm(aconn, [NS], cache, at(600), forever) == 1
+    assert await firing.warm(aconn, [NS], cache, at(600), forever) == firing.Warmed(1, at(600))
     assert cache.get(NS, "soon", soon) is not None
     assert cache.get(NS, "later", later) is None, "not due before the horizon"
-    assert await firing.warm(aconn, [NS], cache, at(600), forever) == 0, "cached already"
+    again = await firing.warm(aconn, [NS], cache, at(600), forever)
+    assert again == firing.Warmed(0, at(600)), "cached already"
+
+
+async def test_warming_after_a_horizon_reads_only_what_is_due_after_it(
+    app: tickwork.App, aconn: psycopg.AsyncConnection[Any], conn: psycopg.Connection[Any]
+) -> None:
+    # A loop warming again while busy lists only the schedules due after the horizon it
+    # covered before: a spec due before it is not read again, one due after it is parsed.
+    app.sync_schedules(NS, [cron("first", "1 * * * *"), cron("second", "2 * * * *")])
+    cache = firing.DefinitionCache()
+    forever = time.monotonic() + 60
+    read = await firing.warm(aconn, [NS], cache, at(120), forever, after=at(60))
+    assert read == firing.Warmed(1, at(120))
+    assert cache.get(NS, "first", spec_key(conn, "first")) is None, "covered before: not read"
+    assert cache.get(NS, "second", spec_key(conn, "second")) is not None
+    limited = firing.DefinitionCache(size=1)
+    assert (await firing.warm(aconn, [NS], limited, at(3600), forever)).until is None, (
+        "the cache's size cut the listing short: the next warming starts over"
+    )
 
 
 async def test_the_worker_completion_write_records_schedule_successes(
@@ -771,6 +791,7 @@ async def test_warming_parses_each_distinct_spec_due_not_the_first_rows_due(
         + [cron(f"b{i}", f"{2 + i} * * * *") for i in range(3)],
     )
     cache = firing.DefinitionCache(size=5)
-    assert await firing.warm(aconn, [NS], cache, at(3600), time.monotonic() + 60) == 4
+    warmed = await firing.warm(aconn, [NS], cache, at(3600), time.monotonic() + 60)
+    assert warmed.parsed == 4
     for name in ("a00", "a19", "b0", "b1", "b2"):
         assert cache.get(NS, name, spec_key(conn, name)) is not None, name

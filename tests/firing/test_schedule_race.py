@@ -8,7 +8,6 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
-import time
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -140,14 +139,26 @@ def test_three_workers_racing_make_exactly_one_job_per_occurrence(
     app = tickwork.App(database_url)  # the database clock, like the workers
     app.sync_schedules(NS, [every(f"s{i:02}", 1) for i in range(20)])
     app.close()
-    time.sleep(8)
 
-    rows = _rows(
-        conn,
-        "SELECT count(*), count(DISTINCT (schedule_name, occurrence_at)),"
-        " count(*) FILTER (WHERE status = 'succeeded') FROM tickwork.jobs",
+    seen: list[tuple[Any, ...]] = []
+
+    def fired_six_each_and_ran_them() -> bool:
+        seen[:] = _rows(
+            conn,
+            "SELECT count(*), count(DISTINCT (schedule_name, occurrence_at)),"
+            " count(*) FILTER (WHERE status = 'succeeded'),"
+            " (SELECT min(n) FROM (SELECT count(*) AS n FROM tickwork.jobs"
+            "  GROUP BY schedule_name) AS each),"
+            " count(DISTINCT schedule_name) FROM tickwork.jobs",
+        )
+        (total, _, succeeded, fewest, schedules) = seen[0]
+        return schedules == 20 and fewest >= 6 and succeeded >= total - 20 * 2
+
+    # One snapshot read when it holds: the workers go on firing and running meanwhile.
+    wait_until_sync(
+        fired_six_each_and_ran_them, timeout=120, what="six occurrences of each schedule, run"
     )
-    (total, distinct, succeeded) = rows[0]
+    (total, distinct, succeeded, _, _) = seen[0]
     assert total == distinct
     assert total >= 20 * 6
     assert succeeded >= total - 20 * 2  # the workers run them as they come
@@ -183,7 +194,11 @@ def test_two_workers_sharing_four_namespaces_through_backlogs_make_one_job_per_o
     for ns in namespaces:
         app.sync_schedules(ns, [every(f"s{i:03}", 3, job=unserved) for i in range(400)])
     app.close()
-    time.sleep(10)
+    wait_until_sync(
+        lambda: _rows(conn, "SELECT count(*) FROM tickwork.jobs")[0][0] >= 1_600 * 2,
+        timeout=120,
+        what="two due instants' jobs",
+    )
 
     (total, distinct) = _rows(
         conn,

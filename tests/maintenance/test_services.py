@@ -11,7 +11,7 @@ import pytest
 
 from tickwork import metrics
 from tickwork.errors import ConfigurationError
-from tickwork.maintenance import claim_floors, duties, gauges, leases, retention, workers
+from tickwork.maintenance import claim_floors, deadlines, duties, gauges, leases, retention, workers
 from tickwork.maintenance.firing import planner
 from tickwork.maintenance.firing.config import FiringConfig
 from tickwork.schedules import occurrences
@@ -38,6 +38,8 @@ def at(seconds: float) -> datetime:
         (workers.WorkerExpiryConfig, "ttl_seconds"),
         (claim_floors.ClaimFloorsConfig, "interval"),
         (claim_floors.ClaimFloorsConfig, "margin_seconds"),
+        (deadlines.DeadlineCheckConfig, "interval"),
+        (deadlines.DeadlineCheckConfig, "batch"),
         (gauges.GaugeSamplingConfig, "fresh_seconds"),
         (PendingHooksConfig, "batch"),
         (FiringConfig, "chunk"),
@@ -69,10 +71,11 @@ def test_the_fleet_duties_take_the_workers_settings() -> None:
         "retention",
         "expire_workers",
         "claim_floors",
+        "check_deadlines",
         "sample_gauges",
     ]
     assert all(s.shared for s in listed)
-    assert [s.interval for s in listed] == [7, 7, 7, 7, 20]
+    assert [s.interval for s in listed] == [7, 7, 7, 7, 7, 20]
     by_name: dict[str, Any] = {s.name: s for s in listed}
     assert (by_name["retention"].config.age_seconds, by_name["retention"].config.batch) == (99, 3)
     assert by_name["expire_workers"].config.ttl_seconds == 50

@@ -18,7 +18,6 @@ import json
 import signal
 import socket
 import ssl
-import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -92,21 +91,6 @@ class Operator:
                 await self.process.wait()
         with contextlib.suppress(asyncio.CancelledError):
             await self._reader
-
-
-@pytest.fixture
-def certificate(tmp_path: Path) -> tuple[Path, Path]:
-    cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
-    subprocess.run(
-        [
-            *("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"),
-            *("-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1"),
-            *("-addext", "subjectAltName=IP:127.0.0.1"),
-        ],
-        check=True,
-        capture_output=True,
-    )
-    return cert, key
 
 
 @pytest.fixture

@@ -15,12 +15,10 @@ import kmock
 import pytest
 
 from tests.operator.harness import Cluster, operator_config
-from tests.operator.test_webhook_requests import certificate, free_port, post, request, schedule
+from tests.operator.test_webhook_requests import free_port, post, request, schedule
 from tests.support.helpers import wait_until
 from tickwork.operator import access, run_now, runner, webhook
 from tickwork.schedules.tenancy import TenantPolicy
-
-__all__ = ["certificate"]  # the fixture, shared with the webhook's other tests
 
 REVIEWS = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
 MAY_CREATE_JOBS = {"alice": {"team-a"}, "bob": {"team-b"}, "carol": set()}

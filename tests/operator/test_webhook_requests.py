@@ -11,7 +11,6 @@ import asyncio
 import json
 import socket
 import ssl
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -172,22 +171,6 @@ def test_policies_come_from_a_listing_until_the_watch_has_them_all() -> None:
 
 
 # --- the server, started by the real operator (kmock plays the API server) ------------------
-
-
-@pytest.fixture
-def certificate(tmp_path: Path) -> tuple[Path, Path]:
-    """A self-signed certificate for 127.0.0.1, made by openssl."""
-    cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
-    subprocess.run(
-        [
-            *("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"),
-            *("-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1"),
-            *("-addext", "subjectAltName=IP:127.0.0.1"),
-        ],
-        check=True,
-        capture_output=True,
-    )
-    return cert, key
 
 
 def free_port() -> int:

@@ -4,6 +4,7 @@ and by the operator's translation alike, and kopf's peering CRDs."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -88,8 +89,11 @@ CEL_RULES: dict[str, Callable[[dict[str, Any]], bool]] = {
     "!has(self.catchUpLimit) || (has(self.misfirePolicy) && self.misfirePolicy == 'CatchUp')": (
         lambda s: "catchUpLimit" not in s or s.get("misfirePolicy") == "CatchUp"
     ),
-    "has(self.jobTemplate) != (has(self.job) && has(self.job.kind))": lambda s: (
-        ("jobTemplate" in s) != ("kind" in (s.get("job") or {}))
+    "has(self.steps) || has(self.jobTemplate) != (has(self.job) && has(self.job.kind))": lambda s: (
+        "steps" in s or ("jobTemplate" in s) != ("kind" in (s.get("job") or {}))
+    ),
+    "!has(self.steps) || (!has(self.job) && !has(self.jobTemplate))": lambda s: (
+        "steps" not in s or ("job" not in s and "jobTemplate" not in s)
     ),
     "!has(self.jobTemplate) || !has(self.job) || !has(self.job.payload)": lambda s: (
         "jobTemplate" not in s or "payload" not in (s.get("job") or {})
@@ -104,8 +108,22 @@ CEL_RULES: dict[str, Callable[[dict[str, Any]], bool]] = {
         (s.get("job") or {}).get("concurrencyLimit", 1) == 1
         or s.get("concurrencyPolicy") != "BufferOne"
     ),
+    "!has(self.startTime) || !has(self.endTime) || self.endTime > self.startTime": lambda s: (
+        "startTime" not in s
+        or "endTime" not in s
+        or datetime.fromisoformat(s["endTime"]) > datetime.fromisoformat(s["startTime"])
+    ),
+    (
+        "!has(self.exclude) || "
+        "self.exclude.filter(e, !e.matches('^[0-9]{4}-[0-9]{2}-[0-9]{2}$')).size() <= 16"
+    ): lambda s: (
+        sum(not re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", e) for e in s.get("exclude", [])) <= 16
+    ),
     "self.maxDelaySeconds >= self.baseDelaySeconds": lambda r: (
         r.get("maxDelaySeconds", 3600) >= r.get("baseDelaySeconds", 30)
+    ),
+    "has(self.succeedWithinSeconds) != has(self.by)": lambda d: (
+        ("succeedWithinSeconds" in d) != ("by" in d)
     ),
 }
 
@@ -115,7 +133,12 @@ def cel_rules(document: dict[str, Any]) -> list[str]:
     schema = openapi_schema()["properties"]["spec"]
     spec = document.get("spec", {})
     retry_schema = schema["properties"]["job"]["properties"]["retryPolicy"]
-    targets = [(schema, spec), (retry_schema, spec.get("job", {}).get("retryPolicy"))]
+    deadline_schema = schema["properties"]["deadline"]
+    targets = [
+        (schema, spec),
+        (retry_schema, spec.get("job", {}).get("retryPolicy")),
+        (deadline_schema, spec.get("deadline")),
+    ]
     return [
         rule["message"]
         for node, value in targets
@@ -132,7 +155,7 @@ def schema_errors(document: dict[str, Any]) -> list[str]:
 
 
 def test_the_examples_exist() -> None:
-    assert 3 <= len(EXAMPLE_FILES) <= 5
+    assert 3 <= len(EXAMPLE_FILES) <= 10
 
 
 @pytest.mark.parametrize("path", EXAMPLE_FILES, ids=lambda p: p.name)
@@ -153,6 +176,7 @@ def test_the_examples_directory_loads() -> None:
         "examples.report",
         "examples.slow",
         "tickwork.kubernetes-job",
+        "tickwork.steps",
     }
 
 
@@ -253,6 +277,14 @@ def manifest(**spec: Any) -> dict[str, Any]:
             concurrencyPolicy="BufferOne",
             job={"kind": "k", "concurrencyKey": "c", "concurrencyLimit": 2},
         ),
+        manifest(exclude="* * * * 0,6"),
+        manifest(exclude=["@daily"]),
+        manifest(exclude=["* * * *"]),
+        manifest(exclude=[""]),
+        manifest(exclude=["2030-12-25"] * 101),
+        manifest(exclude=[f"{n} 3 * * *" for n in range(17)]),
+        manifest(startTime="2030-02-01T00:00:00Z", endTime="2030-02-01T01:00:00+02:00"),
+        manifest(startTime="2030-02-01T00:00:00Z", endTime="2030-02-01T00:00:00Z"),
         manifest(timeZone=""),
         manifest(scheduleNamespace=""),
         manifest(unknown=1),
@@ -265,6 +297,17 @@ def manifest(**spec: Any) -> dict[str, Any]:
         manifest(job={"kind": "k", "retryPolicy": {"backoffRate": 0.5}}),
         manifest(job={"kind": "k", "retryPolicy": {"baseDelaySeconds": 10, "maxDelaySeconds": 5}}),
         manifest(job={"kind": "k", "attempts": 3}),
+        manifest(deadline={}),
+        manifest(deadline={"by": "06:00", "succeedWithinSeconds": 60}),
+        manifest(deadline={"by": "24:00"}),
+        manifest(deadline={"by": "6:00"}),
+        manifest(deadline={"by": "06:00:00"}),
+        manifest(deadline={"succeedWithinSeconds": 0}),
+        manifest(deadline={"succeedWithinSeconds": 1.5}),
+        manifest(deadline={"succeedWithinSeconds": "60"}),
+        manifest(suspendAfterFailures=0),
+        manifest(suspendAfterFailures=1001),
+        manifest(suspendAfterFailures=True),
         manifest(schedule="@daily"),
         {**manifest(), "spec": {"job": {"kind": "k"}}},
         {
@@ -365,7 +408,12 @@ def test_the_limits_page_gives_every_limit() -> None:
 def test_cel_rules_are_known() -> None:
     spec = openapi_schema()["properties"]["spec"]
     retry = spec["properties"]["job"]["properties"]["retryPolicy"]
-    rules = {rule["rule"] for node in (spec, retry) for rule in node["x-kubernetes-validations"]}
+    deadline = spec["properties"]["deadline"]
+    rules = {
+        rule["rule"]
+        for node in (spec, retry, deadline)
+        for rule in node["x-kubernetes-validations"]
+    }
     assert rules == set(CEL_RULES)
 
 
@@ -446,10 +494,30 @@ def test_crd_fields_are_the_spec_fields() -> None:
     spec = openapi_schema()["properties"]["spec"]
     nightly = NIGHTLY_DEFINITION.to_spec()
     job_spec = {**nightly["job"], "concurrencyLimit": 2}  # needs the key NIGHTLY has
+    calendar = {
+        "exclude": ["2030-12-25"],
+        "startTime": "2030-01-01T00:00:00Z",
+        "endTime": "2031-01-01T00:00:00Z",
+    }
     full = ScheduleDefinition.from_spec(
-        "a", {**nightly, "schedule": None, "every": "1m", "job": job_spec}
+        "a",
+        {
+            **nightly,
+            "schedule": None,
+            "every": "1m",
+            "job": job_spec,
+            "deadline": {"by": "06:00"},
+            "suspendAfterFailures": 3,
+            **calendar,
+        },
     ).to_spec()
-    assert set(spec["properties"]) == {*full, "schedule", "scheduleNamespace", "jobTemplate"}
+    assert set(spec["properties"]) == {
+        *full,
+        "schedule",
+        "scheduleNamespace",
+        "jobTemplate",
+        "steps",
+    }
     job = spec["properties"]["job"]
     assert set(job["properties"]) == set(full["job"])
     assert set(job["properties"]["retryPolicy"]["properties"]) == set(full["job"]["retryPolicy"])
@@ -488,6 +556,8 @@ def test_crd_status_fields() -> None:
         "observedGeneration",
         "revision",
         "nextRunAt",
+        "nextOccurrences",
+        "ended",
         "lastScheduleTime",
         "lastSuccessfulTime",
         "active",
@@ -496,6 +566,8 @@ def test_crd_status_fields() -> None:
         "lastJob",
         "lastRunNow",
         "conditions",
+        "deadlinesMissed",
+        "consecutiveFailures",
     }
     assert status["conditions"]["x-kubernetes-list-map-keys"] == ["type"]
 

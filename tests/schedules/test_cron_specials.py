@@ -34,6 +34,7 @@ from croniter import croniter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tickwork.schedules.calendars import preview
 from tickwork.schedules.checks import DefinitionError
 from tickwork.schedules.definition import ScheduleDefinition
 from tickwork.schedules.occurrences import (
@@ -41,7 +42,6 @@ from tickwork.schedules.occurrences import (
     InvalidExpression,
     load_zone,
     occurrences_between,
-    preview,
 )
 from tickwork.schedules.options import JobTemplate
 

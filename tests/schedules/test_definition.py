@@ -405,19 +405,19 @@ def test_validate_all_validates_each_definition() -> None:
 
 
 def test_timetable_of_a_cron_schedule() -> None:
-    assert isinstance(cron().timetable(NAMESPACE), occurrences.CronTimetable)
+    assert isinstance(cron().grid(NAMESPACE), occurrences.CronTimetable)
 
 
 def test_hashed_fields_are_seeded_by_namespace_and_name() -> None:
     hashed = cron(schedule="H H * * *")
     expected = occurrences.CronTimetable.parse("H H * * *", seed="billing/nightly")
-    assert hashed.timetable("billing") == expected
-    others = {hashed.timetable(f"team-{n}") for n in range(20)}
+    assert hashed.grid("billing") == expected
+    others = {hashed.grid(f"team-{n}") for n in range(20)}
     assert len(others) > 1
 
 
 def test_timetable_of_an_interval() -> None:
-    assert isinstance(interval().timetable(NAMESPACE), occurrences.FixedRate)
+    assert isinstance(interval().grid(NAMESPACE), occurrences.FixedRate)
 
 
 # --- spec form ---------------------------------------------------------------------------

@@ -195,8 +195,11 @@ def test_the_cel_rules_are_in_the_crd() -> None:
         rule["rule"]: rule["message"]
         for rule in openapi_schema()["properties"]["spec"]["x-kubernetes-validations"]
     }
-    assert rules["has(self.jobTemplate) != (has(self.job) && has(self.job.kind))"] == (
-        "set exactly one of spec.job.kind or spec.jobTemplate"
+    exactly_one = (
+        "has(self.steps) || has(self.jobTemplate) != (has(self.job) && has(self.job.kind))"
+    )
+    assert rules[exactly_one] == (
+        "set exactly one of spec.job.kind, spec.jobTemplate or spec.steps"
     )
     assert rules["!has(self.jobTemplate) || !has(self.job) || !has(self.job.payload)"] == (
         "spec.job.payload is not used with spec.jobTemplate"

@@ -27,6 +27,7 @@ from zoneinfo import ZoneInfo
 import pytest
 from croniter import croniter
 
+from tickwork.schedules.calendars import preview
 from tickwork.schedules.occurrences import (
     EPOCH,
     CronTimetable,
@@ -36,7 +37,6 @@ from tickwork.schedules.occurrences import (
     load_zone,
     occurrences_between,
     parse_duration,
-    preview,
 )
 
 UTC_ZONE = ZoneInfo("UTC")

@@ -273,7 +273,7 @@ async def test_workers_table_registration_refresh_expiry_and_removal(
         async with running(worker):
             info = (await asyncio.to_thread(listed))["w-reg"]
             assert info.queues == ["default", "mail"]
-            assert info.kinds == ["t.a", "t.b"]
+            assert info.kinds == ["t.a", "t.b", "tickwork.steps"]  # every worker runs steps
             assert info.namespaces == ["billing", "ops"]
             assert info.concurrency == 3
             assert info.host == socket.gethostname()

@@ -29,7 +29,7 @@ from tickwork.errors import ScheduleNotFound
 from tickwork.flow import limiting, limits, pausing
 from tickwork.flow.pauses import Scope as PauseScope
 from tickwork.model import Actor
-from tickwork.schedules import operations
+from tickwork.schedules import operations, resuming
 from tickwork.transitions import JobAction as JobAction
 from tickwork.transitions import Outcome as Outcome
 
@@ -66,6 +66,20 @@ def trigger(
     if before is None:
         raise ScheduleNotFound(f"no schedule {name!r} in namespace {namespace!r}")
     return operations.trigger(conn, namespace, name, actor, now, before=before)
+
+
+def resume_schedule(
+    conn: connections.Connection,
+    namespace: str,
+    name: str,
+    actor: Actor,
+    now: datetime | None,
+    scope: admin_db.Scope,
+) -> Outcome:
+    """Resume a schedule ``spec.suspendAfterFailures`` suspended, in ``conn``'s transaction:
+    the App's resume (:func:`resuming.resume`, which replays a request id under the lock)."""
+    require(scope, namespace, f"namespace {namespace}")
+    return resuming.resume(conn, namespace, name, actor, now)
 
 
 PAUSE_ACTIONS = {"pause": pausing.pause, "resume": pausing.resume}

@@ -177,6 +177,18 @@ async def trigger(request: web.Request) -> web.Response:
     return answer({**plain(outcome), "request_id": actor.request_id})
 
 
+async def resume_schedule(request: web.Request) -> web.Response:
+    """``POST /api/schedules/{namespace}/{name}/resume``: resume a schedule suspended after
+    consecutive dead occurrences (docs/deadlines.md)."""
+    console, scope = _console(request), _scope(request)
+    namespace, name = inputs.schedule_ref(request.match_info)
+    actor = await _actor(request)
+    outcome = await console.run(
+        lambda conn, now: actions.resume_schedule(conn, namespace, name, actor, now, scope)
+    )
+    return answer({**plain(outcome), "request_id": actor.request_id})
+
+
 async def pause_action(request: web.Request) -> web.Response:
     """``POST /api/pauses/{queue|namespace}/{pause|resume}`` with ``{"name": …}`` in the body
     (a queue's name may hold any character, a path segment could not carry every one)."""

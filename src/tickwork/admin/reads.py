@@ -21,11 +21,14 @@ from tickwork.db import results as results_db
 from tickwork.db import schedules as schedules_db
 from tickwork.db import store
 from tickwork.db import workers as workers_db
+from tickwork.db import workflows as workflows_db
 from tickwork.db.connections import Connection
 from tickwork.errors import JobNotFound, ScheduleNotFound
 from tickwork.flow import limiting
 from tickwork.model import Job
-from tickwork.schedules import occurrences
+from tickwork.schedules import calendars, occurrences
+from tickwork.schedules.checks import DefinitionError
+from tickwork.schedules.definition import ScheduleDefinition
 from tickwork.schedules.options import HistoryLimits, IntervalMode
 from tickwork.schedules.stored import stored_history_limits
 from tickwork.transitions import job_target
@@ -270,6 +273,32 @@ class JobDetail:
     audit: list[admin_db.AuditRow]
     outcome: results_db.JobResult = results_db.NO_RESULT
     """What its task returned (result, or why it was not kept) and last reported."""
+    graph: RunGraph | None = None
+    """The graph of the run the job is part of (None: it waits for no job and none for it)."""
+
+
+GRAPH_JOBS = 60
+"""The most jobs of a run's graph a job page draws, nearest to the job first."""
+
+
+@dataclass(frozen=True)
+class RunGraph:
+    """The jobs linked to a job by ``after`` edges, and those edges (dependent, parent)."""
+
+    jobs: list[workflows_db.Linked]
+    edges: list[tuple[int, int]]
+    cut: bool
+    """More jobs are linked than are drawn."""
+
+
+def run_graph(conn: Connection, job: Job) -> RunGraph | None:
+    namespace = job.schedule.namespace if job.schedule else None
+    found = store.run(conn, workflows_db.graph_jobs(job.id, namespace, GRAPH_JOBS + 1))
+    if len(found) <= 1:
+        return None
+    jobs = found[:GRAPH_JOBS]
+    edges = store.run(conn, workflows_db.graph_edges([j.id for j in jobs]))
+    return RunGraph(jobs, [(int(a), int(b)) for a, b in edges], len(found) > GRAPH_JOBS)
 
 
 def job(
@@ -298,6 +327,7 @@ def job(
         outcome=store.run(conn, results_db.job_results([job_id])).get(
             found.id, results_db.NO_RESULT
         ),
+        graph=run_graph(conn, found),
     )
 
 
@@ -311,7 +341,8 @@ class ScheduleDetail:
     row: schedules_db.ScheduleRow
     namespace: admin_db.NamespaceRow
     upcoming: list[datetime]
-    """Its next occurrences after now, in its zone, as ``tickwork preview`` computes them."""
+    """Its next occurrences after now, in its zone, as ``tickwork preview`` computes them
+    (its calendar applied: ``spec.exclude``, ``startTime``, ``endTime``)."""
     no_upcoming: str | None
     """Why none are listed (a fixed-delay interval, a spec this version cannot read)."""
     activity: Activity
@@ -327,16 +358,21 @@ def upcoming(row: schedules_db.ScheduleRow, after: datetime) -> tuple[list[datet
     if row.spec.get("intervalMode") == IntervalMode.FIXED_DELAY:
         return [], "A fixed-delay interval counts from each run's end"
     expression = row.schedule if row.schedule is not None else f"@every {row.every}"
+    seed = f"{row.namespace}/{row.name}"
     try:
-        found = occurrences.preview(
+        occurrences.parse_expression(expression, seed=seed)  # its own errors first
+        found = calendars.preview(
             expression,
+            ScheduleDefinition.from_spec(row.name, row.spec).calendar(row.namespace),
             time_zone=row.time_zone,
             start=after,
             count=UPCOMING,
-            seed=f"{row.namespace}/{row.name}",
+            seed=seed,
         )
-    except occurrences.InvalidExpression as exc:
+    except (occurrences.InvalidExpression, DefinitionError) as exc:
         return [], f"The stored spec cannot be read ({exc})"
+    if not found:
+        return [], "The schedule has ended (spec.endTime)"
     return found, None
 
 

@@ -147,6 +147,17 @@ async def trigger(request: web.Request) -> web.Response:
     raise web.HTTPSeeOther(link(path("schedules", namespace, name), {"flash": _flash(outcome)}))
 
 
+async def resume_schedule(request: web.Request) -> web.Response:
+    """The schedule page's Resume (a schedule suspended after consecutive dead occurrences)."""
+    console, scope = _console(request), _scope(request)
+    namespace, name = inputs.schedule_ref(request.match_info)
+    actor = await _actor(request)
+    outcome = await console.run(
+        lambda conn, now: actions.resume_schedule(conn, namespace, name, actor, now, scope)
+    )
+    raise web.HTTPSeeOther(link(path("schedules", namespace, name), {"flash": _flash(outcome)}))
+
+
 async def pause_action(request: web.Request) -> web.Response:
     """The overview's pause and resume forms; a form without its confirmation box ticked is
     refused (400) before anything changes."""

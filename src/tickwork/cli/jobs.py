@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from datetime import timedelta
 from typing import Any
@@ -20,6 +21,7 @@ from tickwork.model import DEFAULT_QUEUE, JobStatus
 from tickwork.schedules.checks import check_payload
 from tickwork.settings import WorkerSettings
 from tickwork.tasks import check_job_fields
+from tickwork.workflows.after import check_after
 
 LIST_LIMIT = 100
 # A worker row not refreshed for this long is no longer counted as running.
@@ -33,6 +35,7 @@ _FLAGS = {
     "unique_key": "--unique-key",
     "concurrency_key": "--concurrency-key",
     "concurrency_limit": "--concurrency-limit",
+    "after": "--after",
 }
 
 
@@ -93,6 +96,12 @@ def _register_enqueue(subcommands: common.Subcommands) -> None:
         type=int,
         metavar="N",
         help="default: the task's own, applied by the worker that claims the job",
+    )
+    parser.add_argument(
+        "--after",
+        metavar="ID[,ID...]",
+        help="run only once these jobs (enqueued from code, like this one) have succeeded; "
+        "cancelled if one ends dead or cancelled",
     )
     parser.add_argument(
         "--allow-unknown-kind",
@@ -159,27 +168,49 @@ def enqueue(args: argparse.Namespace, env: common.Env) -> int:
                     "concurrency_limit", "needs --concurrency-key: the key it limits"
                 )
             check_concurrency_limit(args.concurrency_limit)
+        after = _after(args.after)
     except InvalidInput as exc:
-        raise common.UsageError(f"{_FLAGS.get(exc.field, exc.field)}: {exc.reason}") from None
+        raise common.UsageError(f"{_flag(exc.field)}: {exc.reason}") from None
     with common.app(args, env) as app:
         if not args.allow_unknown_kind:
             _check_served(app, args.kind, queue or DEFAULT_QUEUE)
-        job_id = app.enqueue(
-            args.kind,
-            payload,
-            queue=queue,
-            priority=args.priority,
-            run_at=run_at,
-            unique_key=args.unique_key,
-            max_attempts=args.max_attempts,
-            concurrency_key=args.concurrency_key,
-            concurrency_limit=args.concurrency_limit,
-        )
+        try:
+            job_id = app.enqueue(
+                args.kind,
+                payload,
+                queue=queue,
+                priority=args.priority,
+                run_at=run_at,
+                unique_key=args.unique_key,
+                max_attempts=args.max_attempts,
+                concurrency_key=args.concurrency_key,
+                concurrency_limit=args.concurrency_limit,
+                after=after,
+            )
+        except InvalidInput as exc:
+            raise common.UsageError(f"{_flag(exc.field)}: {exc.reason}") from None
         if args.output == "json":
             print(output.dumps(output.job_object(app.get_job(job_id))))
         else:
             print(job_id)
     return 0
+
+
+def _flag(field: str) -> str:
+    """The command-line spelling of an App field (``after[2]`` is ``--after``)."""
+    return _FLAGS.get(field.split("[")[0], field)
+
+
+def _after(value: str | None) -> list[int]:
+    """``--after 12,15`` as job ids (checked as :meth:`App.enqueue` checks ``after``)."""
+    if value is None:
+        return []
+    ids = []
+    for part in value.split(","):
+        if not re.fullmatch(r"[0-9]{1,18}", part.strip()):
+            raise InvalidInput("after", f"not a job id: {part.strip()!r} (give ID[,ID...])")
+        ids.append(int(part))
+    return check_after(ids)
 
 
 def _check_served(app: App, kind: str, queue: str) -> None:

@@ -18,14 +18,14 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
-from tickwork.cli import common, output
+from tickwork.cli import common, output, schedule_resume
 from tickwork.db import job_counts as job_counts_db
 from tickwork.db import schedules as schedules_db
 from tickwork.db import store
 from tickwork.db.job_counts import RunCounts
 from tickwork.db.schedules import ScheduleRow
 from tickwork.errors import InvalidInput
-from tickwork.schedules import manifests, occurrences, operations, tenancy
+from tickwork.schedules import calendars, manifests, occurrences, operations, tenancy
 from tickwork.schedules.stored import stored_history_limits
 from tickwork.schedules.sync import SyncReport
 from tickwork.settings import add_arguments
@@ -115,6 +115,8 @@ def _register_schedules(subcommands: common.Subcommands) -> None:
     common.add_database_url(parser)
     common.add_output(parser)
     parser.set_defaults(handler=list_schedules)
+    actions = parser.add_subparsers(dest="schedules_action", metavar="ACTION", required=False)
+    schedule_resume.register(actions)
 
 
 def _register_preview(subcommands: common.Subcommands) -> None:
@@ -122,7 +124,8 @@ def _register_preview(subcommands: common.Subcommands) -> None:
         "preview",
         help="show the next occurrences of a cron expression or interval",
         description="Print the next occurrences of EXPR after --from, in --timezone, as a "
-        "schedule with that expression would fire them (daylight saving included). EXPR is a "
+        "schedule with that expression would fire them (daylight saving included; with "
+        "--exclude, --start-time and --end-time, its calendar too). EXPR is a "
         "cron expression (5 fields, or 6 with seconds first), a macro (@daily, @hourly, ...) "
         "or '@every DURATION' for an interval (e.g. '@every 90s'). Needs no database.",
     )
@@ -145,6 +148,21 @@ def _register_preview(subcommands: common.Subcommands) -> None:
         metavar="NS/NAME",
         help="the schedule whose hashed H fields to show (H offsets derive from its "
         "namespace and name)",
+    )
+    parser.add_argument(
+        "--exclude",
+        action="append",
+        default=[],
+        metavar="DATE_OR_CRON",
+        help="leave out occurrences as spec.exclude does, in --timezone: an ISO date "
+        "(2026-12-25, the whole day) or a cron expression naming the minutes to leave out "
+        "('* * * * 0,6': weekends); repeat for several",
+    )
+    parser.add_argument(
+        "--start-time", metavar="ISO", help="spec.startTime: no occurrence before this instant"
+    )
+    parser.add_argument(
+        "--end-time", metavar="ISO", help="spec.endTime: no occurrence after this instant"
     )
     common.add_output(parser)
     parser.set_defaults(handler=preview)
@@ -356,6 +374,15 @@ def schedule_object(row: ScheduleRow, runs: RunCounts) -> Mapping[str, Any]:
         "success_rate": runs.success_rate,
         "mean_run_seconds": runs.mean_seconds,
         "runs_counted_since": output.iso(runs.since),
+        "dead_streak": row.dead_streak,
+        "dead_streak_job_id": row.dead_streak_job_id,
+        "failures_suspended_at": output.iso(row.failures_suspended_at),
+        "failures_suspended_job_id": row.failures_suspended_job_id,
+        "late": row.late,
+        "deadlines_missed": row.deadlines_missed,
+        "late_occurrence_at": output.iso(row.late_occurrence_at),
+        "late_deadline_at": output.iso(row.late_deadline_at),
+        "late_job_id": row.late_job_id,
     }
 
 
@@ -363,6 +390,10 @@ def _schedule_row(row: ScheduleRow, runs: RunCounts) -> tuple[Any, ...]:
     state = "disabled" if not row.enabled else "suspended" if row.suspend else "active"
     if state == "active" and row.firing_error is not None:
         state = "failing"
+    if state == "suspended" and row.failures_suspended_at is not None:
+        state = "suspended (failures)"
+    if state == "active" and row.late:
+        state = "late"
     last_job = None
     if row.last_job_id is not None:
         status = row.last_job_status.value if row.last_job_status else "?"
@@ -404,17 +435,47 @@ def preview(args: argparse.Namespace, env: common.Env) -> int:
             "pass --seed NS/NAME to see that schedule's times",
             file=sys.stderr,
         )
+    calendar = _calendar(args, seed)
     try:
-        found = occurrences.preview(
-            args.expression, time_zone=args.timezone, start=start, count=args.count, seed=seed
+        found = calendars.preview(
+            args.expression,
+            calendar,
+            time_zone=args.timezone,
+            start=start,
+            count=args.count,
+            seed=seed,
         )
+    except calendars.CalendarError as exc:
+        raise common.UsageError(f"--exclude: {exc}") from None
     except occurrences.InvalidExpression as exc:
         raise common.UsageError(f"EXPR: {exc}") from None
+    if len(found) < args.count and calendar.end is not None:
+        shown = calendar.end.isoformat()
+        print(f"tickwork: no occurrence after --end-time {shown}: it ends there", file=sys.stderr)
     if args.output == "json":
         print(output.dumps([instant.isoformat() for instant in found]))
     else:
         print("\n".join(describe_instants(found)))
     return 0
+
+
+_CALENDAR_FLAGS = {
+    "spec.exclude": "--exclude",
+    "spec.startTime": "--start-time",
+    "spec.endTime": "--end-time",
+}
+
+
+def _calendar(args: argparse.Namespace, seed: str) -> calendars.Calendar:
+    """The calendar of --exclude, --start-time and --end-time; errors name the flag."""
+    start = None if args.start_time is None else common.instant("--start-time", args.start_time)
+    end = None if args.end_time is None else common.instant("--end-time", args.end_time)
+    try:
+        return calendars.Calendar.parse(args.exclude, start, end, seed=seed)
+    except calendars.CalendarError as exc:
+        flag = _CALENDAR_FLAGS.get(exc.field.partition("[")[0], exc.field)
+        reason = str(exc).replace("spec.startTime", "--start-time")
+        raise common.UsageError(f"{flag}: {reason}") from None
 
 
 def _seed(text: str | None) -> str:

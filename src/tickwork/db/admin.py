@@ -231,6 +231,16 @@ class ScheduleSummary:
     runs: job_counts.RunCounts = job_counts.NONE
     """Its counted runs (``tickwork.job_counts``), which the console adds to what
     :func:`schedules` reads."""
+    dead_streak: int = 0
+    """Consecutive occurrences that ended dead (docs/deadlines.md)."""
+    dead_streak_job_id: JobId | None = None
+    failures_suspended_at: datetime | None = None
+    """When spec.suspendAfterFailures suspended it (None: it did not, or it was resumed)."""
+    failures_suspended_job_id: JobId | None = None
+    late: bool = False
+    """An occurrence missed its spec.deadline and no job succeeded after that deadline."""
+    late_occurrence_at: datetime | None = None
+    late_job_id: JobId | None = None
 
 
 def _schedule(row: Row) -> ScheduleSummary:
@@ -303,12 +313,32 @@ def _job(row: Row) -> JobSummary:
     return JobSummary(**{**row, "status": JobStatus(row["status"])})
 
 
+def _namespaces(where: JobFilter, scope: Scope) -> list[str] | None:
+    """The schedule namespaces a jobs page can be walked by (the scope, or the one filtered
+    on, within it), or None when it lists jobs of any namespace or none."""
+    if where.namespace is not None:
+        return [where.namespace] if scope is None or where.namespace in scope else []
+    return _scope(scope)
+
+
 def jobs(
     where: JobFilter, *, before: int | None, limit: int, error_chars: int, scope: Scope
 ) -> Op[list[JobSummary]]:
+    """A page of jobs, newest first. Filtered by kind (and no status) within known
+    namespaces, each namespace is walked through its index (``job_page_by_kind``): a scoped
+    reader's kind filter costs a few index descents, not a walk past every other namespace's
+    jobs. With a status too, ``job_page``'s planner combines that index with the status's."""
+    namespaces = _namespaces(where, scope)
+    by_kind = (
+        where.kind is not None
+        and where.status is None
+        and not where.failing
+        and namespaces is not None
+    )
     return Op(
-        "job_page",
+        "job_page_by_kind" if by_kind else "job_page",
         {
+            "namespaces": namespaces,
             "scope": _scope(scope),
             "status": None if where.status is None else where.status.value,
             "failing": where.failing,

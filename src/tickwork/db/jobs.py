@@ -88,7 +88,7 @@ def _ids(rows: list[Row]) -> set[JobId]:
 # --- enqueue ------------------------------------------------------------------------------
 
 
-def _fields(job: NewJob) -> dict[str, Any]:
+def fields_of(job: NewJob) -> dict[str, Any]:
     """The columns of a new job besides its kind, payload and unique key."""
     return {
         "queue": job.queue,
@@ -123,7 +123,7 @@ def insert_job(
     job: NewJob, now: datetime | None, trace_context: TraceContext | None = None
 ) -> Op[Enqueued | None]:
     """Insert one job, created in ``trace_context``; ``None`` means a unique-key race to retry."""
-    params = _fields(job)
+    params = fields_of(job)
     params.update(
         kind=job.kind,
         payload=to_json("payload", job.payload),
@@ -142,7 +142,7 @@ def insert_jobs(
 ) -> Op[list[JobId]]:
     """Jobs like ``template``, one per payload (its own payload and unique key unused), all
     created in ``trace_context``."""
-    params = _fields(template)
+    params = fields_of(template)
     params.update(
         kind=template.kind,
         payloads=[to_json(f"payloads[{i}]", p) for i, p in enumerate(payloads)],

@@ -328,14 +328,16 @@ UPCOMING_ROWS = 100_000
 
 
 def upcoming(
-    namespaces: Sequence[str], before: datetime, limit: int
+    namespaces: Sequence[str], after: datetime | None, before: datetime, limit: int
 ) -> Op[list[tuple[str, str, int, str]]]:
     """(namespace, name, revision, spec key) of one schedule per distinct spec of each
-    namespace, of those due before ``before`` (at most ``limit``), earliest first."""
+    namespace, of those due after ``after`` (None: any time) and no later than ``before``
+    (at most ``limit``), earliest first."""
     return Op(
         "schedule_upcoming",
         {
             "namespaces": list(namespaces),
+            "after": after,
             "before": before,
             "limit": limit,
             "rows": UPCOMING_ROWS,
@@ -431,6 +433,29 @@ class ScheduleRow:
     """Consecutive failed firings."""
     firing_retry_at: datetime | None
     """A set-aside schedule is not fired before this instant."""
+    dead_streak: int = 0
+    """Consecutive occurrences that ended dead (a success resets it)."""
+    dead_streak_job_id: JobId | None = None
+    """The first job of that streak."""
+    failures_suspended_at: datetime | None = None
+    """When spec.suspendAfterFailures suspended it (None: it did not, or it was resumed)."""
+    failures_suspended_job_id: JobId | None = None
+    """The job whose death made the count reach spec.suspendAfterFailures."""
+    deadlines_missed: int = 0
+    """Occurrences that missed their spec.deadline, ever."""
+    late_occurrence_at: datetime | None = None
+    """The latest occurrence found late, its deadline, its job, and when it was found."""
+    late_deadline_at: datetime | None = None
+    late_job_id: JobId | None = None
+    late_at: datetime | None = None
+
+    @property
+    def late(self) -> bool:
+        """An occurrence missed its deadline and no job of the schedule succeeded after that
+        deadline (the next success clears it)."""
+        return self.late_deadline_at is not None and (
+            self.last_success_at is None or self.last_success_at <= self.late_deadline_at
+        )
 
 
 def _schedule_row(row: Row) -> ScheduleRow:

@@ -5,7 +5,7 @@ here."""
 from __future__ import annotations
 
 from tickwork import metrics
-from tickwork.maintenance import claim_floors, gauges, leases, retention, workers
+from tickwork.maintenance import claim_floors, deadlines, gauges, leases, retention, workers
 from tickwork.maintenance.service import Service
 from tickwork.settings import WorkerSettings
 
@@ -26,6 +26,7 @@ def fleet_duties(settings: WorkerSettings, meters: metrics.JobMeters) -> list[Se
             workers.WorkerExpiryConfig(interval=every, ttl_seconds=settings.worker_ttl_seconds)
         ),
         claim_floors.ClaimFloors(claim_floors.ClaimFloorsConfig(interval=every)),
+        deadlines.DeadlineCheck(deadlines.DeadlineCheckConfig(interval=every)),
         gauges.GaugeSampling(
             gauges.GaugeSamplingConfig(
                 interval=settings.gauges_seconds,

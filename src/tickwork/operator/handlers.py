@@ -46,7 +46,7 @@ from tickwork.clock import Clock, DatabaseClock, cancel_all
 from tickwork.db.schedules import ScheduleRow
 from tickwork.logs import fields
 from tickwork.model import DEFAULT_QUEUE
-from tickwork.operator import events, listing, peers, run_now, served, status, tenants
+from tickwork.operator import deadlines, events, listing, peers, run_now, served, status, tenants
 from tickwork.operator.board import Board
 from tickwork.operator.config import GROUP, PLURAL, VERSION, OperatorConfig
 from tickwork.operator.database import Database
@@ -363,9 +363,12 @@ class Runtime:
         row = None if refused else self.board.rows.get(key)
         last = None if refused else self.board.last_jobs.get(key)
         active = () if refused else self.board.active.get(key, ())
-        found = status.facts(row, active, last)
+        found = status.facts(row, active, last, now) | deadlines.facts(row)
         service = self.served(entry, row)
-        changes = status.patch(current, entry, condition, found, now, served=service)
+        guards = deadlines.conditions(row)
+        changes = status.patch(current, entry, condition, found, now, served=service, extra=guards)
+        for guard in deadlines.events(current, guards):
+            kopf.event(body, type="Warning", reason=guard.reason, message=guard.message)
         before = status.previous(current)
         if condition.failed and (before is None or before.message != condition.message):
             reason = condition.reason if condition.reason in status.EVENT_REASONS else "SyncFailed"

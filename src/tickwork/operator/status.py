@@ -1,7 +1,8 @@
 """The status a Schedule object should show, and the smallest merge patch that gets it there
 (pure).
 
-Facts come from the stored row (revision, next run, last occurrence, last success, skipped
+Facts come from the stored row (revision, next run and the occurrences after it as the
+calendar keeps them, whether the calendar has ended, last occurrence, last success, skipped
 occurrences, open jobs); the ``Ready`` condition says whether the object's current spec is
 what PostgreSQL holds and fires: ``Synced`` (True), ``NamespaceNotAllowed``,
 ``PolicyViolation`` (tenant policy refuses it), ``NameConflict`` (another object supplies that
@@ -28,8 +29,11 @@ from tickwork.operator.events import Seen
 from tickwork.operator.syncer import NamespaceState, Outcome
 from tickwork.progress import MAX_MESSAGE_LENGTH
 from tickwork.results import MAX_ERROR_LENGTH
-from tickwork.schedules import container_jobs
+from tickwork.schedules import container_jobs, occurrences
+from tickwork.schedules.checks import DefinitionError
+from tickwork.schedules.definition import ScheduleDefinition
 from tickwork.schedules.stored import TARGET_FIELD
+from tickwork.schedules.sync import fixed_delay
 from tickwork.schedules.tenancy import NAMESPACE_NOT_ALLOWED, POLICY_VIOLATION, Refusal
 
 DISABLED = "Disabled"
@@ -49,7 +53,12 @@ FACTS = (
     "active",
     "activeCount",
     "lastJob",
+    "nextOccurrences",
+    "ended",
 )
+
+NEXT_OCCURRENCES = 3
+"""How many occurrences ``status.nextOccurrences`` lists (``nextRunAt`` first)."""
 
 
 @dataclass(frozen=True)
@@ -119,14 +128,18 @@ def _stored(row: ScheduleRow | None) -> Ready | None:
 
 
 def facts(
-    row: ScheduleRow | None, active: Sequence[OpenJob], last: LastJob | None = None
+    row: ScheduleRow | None,
+    active: Sequence[OpenJob],
+    last: LastJob | None = None,
+    now: datetime | None = None,
 ) -> dict[str, Any]:
     """The stored row's fields, its open jobs and its last job as status fields (None:
-    absent)."""
+    absent); ``ended`` needs ``now``."""
     if row is None:
         return dict.fromkeys(FACTS)
     jobs_namespace = container_namespace(row)
     return {
+        **calendar_facts(row, now),
         "revision": row.revision,
         "nextRunAt": timestamp(row.next_run_at),
         "lastScheduleTime": timestamp(row.last_occurrence_at),
@@ -136,6 +149,37 @@ def facts(
         "activeCount": active[0].open_count if active else 0,
         "lastJob": None if last is None else last_job(last),
     }
+
+
+def calendar_facts(row: ScheduleRow, now: datetime | None) -> dict[str, Any]:
+    """``nextOccurrences``: ``nextRunAt`` and the occurrences after it as the schedule's
+    calendar keeps them (what ``kubectl describe`` shows); ``ended``: true once ``endTime``
+    has passed with no next run (absent otherwise)."""
+    try:
+        definition = ScheduleDefinition.from_spec(row.name, row.spec)
+    except DefinitionError:
+        return {"nextOccurrences": None, "ended": None}
+    ended = (
+        now is not None
+        and row.next_run_at is None
+        and definition.end_time is not None
+        and definition.end_time < now
+    )
+    if row.next_run_at is None:
+        return {"nextOccurrences": None, "ended": True if ended else None}
+    found = [row.next_run_at]
+    if fixed_delay(definition) is None:
+        zone = occurrences.load_zone(definition.time_zone)
+        timetable = definition.timetable(row.namespace)
+        try:
+            while len(found) < NEXT_OCCURRENCES:
+                following = timetable.next_after(found[-1], zone)
+                if following is None:
+                    break
+                found.append(following)
+        except occurrences.InvalidExpression:
+            pass  # nextRunAt alone; the firing pass reports the error
+    return {"nextOccurrences": [timestamp(t) for t in found], "ended": None}
 
 
 def container_namespace(row: ScheduleRow) -> str | None:
@@ -229,14 +273,16 @@ def patch(
     now: datetime,
     *,
     served: Ready | None = None,
+    extra: Sequence[tuple[str, Ready]] = (),
 ) -> dict[str, Any]:
     """The merge patch of ``status`` (empty when nothing changed). ``observedGeneration`` moves
     only when the outcome is decided for this generation (a reason in ``OBSERVED``). The
-    conditions: Ready, and Served when given."""
+    conditions: Ready, Served when given, then ``extra`` (type, condition) in order."""
     wanted = dict(found)
     if condition.reason in OBSERVED and entry.generation is not None:
         wanted["observedGeneration"] = entry.generation
     shown = [("Ready", condition)] + ([("Served", served)] if served is not None else [])
+    shown += extra
     wanted["conditions"] = [_condition(current, kind, value, now) for kind, value in shown]
     return {key: value for key, value in wanted.items() if current.get(key) != present(value)}
 

@@ -7,12 +7,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
+from tickwork import transitions
 from tickwork.db import schedules as schedules_db
 from tickwork.db import store
 from tickwork.db.connections import Connected
 from tickwork.errors import ScheduleNotFound
 from tickwork.model import Actor, JobId
-from tickwork.schedules import operations
+from tickwork.schedules import operations, resuming
 from tickwork.schedules import sync as schedule_sync
 from tickwork.schedules.definition import ScheduleDefinition
 from tickwork.schedules.sync import SyncReport
@@ -108,3 +109,20 @@ class ScheduleControls:
             outcome = operations.trigger(conn, namespace, name, who, self.clock.now())
         assert outcome.job_id is not None  # a trigger, replayed or not, names its job
         return outcome.job_id
+
+    def resume_schedule(
+        self: Connected,
+        namespace: str,
+        name: str,
+        *,
+        actor: str,
+        reason: str | None = None,
+        request_id: str | None = None,
+    ) -> transitions.Outcome:
+        """Resume a schedule that ``spec.suspendAfterFailures`` suspended, and count its dead
+        occurrences from zero; audited. Refused (InvalidTransition) for a disabled schedule or
+        one its own ``spec.suspend`` suspends; ``changed`` is False when there was nothing to
+        resume or reset."""
+        who = Actor(actor, reason, request_id)
+        with self.connection() as conn:
+            return resuming.resume(conn, namespace, name, who, self.clock.now())

@@ -23,10 +23,10 @@ import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, NoReturn
 
-from tickwork.schedules import container_jobs, limits, occurrences
+from tickwork.schedules import calendars, container_jobs, deadlines, limits, occurrences, steps
 from tickwork.schedules.checks import (
     DefinitionError,
     check_container_template,
@@ -97,6 +97,18 @@ class ScheduleDefinition:
     """Retention keeps this many of the schedule's newest succeeded jobs, deletes older ones."""
     failed_jobs_history_limit: int = DEFAULT_FAILED_JOBS_HISTORY_LIMIT
     """Retention keeps this many of the newest jobs that ended dead or cancelled."""
+    exclude: tuple[str, ...] = ()
+    """ISO dates and cron expressions whose occurrences do not fire (:mod:`.calendars`)."""
+    start_time: datetime | None = None
+    """No occurrence before this instant."""
+    end_time: datetime | None = None
+    """No occurrence after this instant: the schedule then has ended."""
+    deadline: deadlines.Deadline | None = None
+    """By when each occurrence must have succeeded (None: no deadline)."""
+    suspend_after_failures: int | None = None
+    """Suspend the schedule after this many consecutive occurrences ended dead (None: never)."""
+    steps: tuple[steps.Step, ...] = ()
+    """With ``spec.steps``: ``job`` is :func:`steps.occurrence_job`, which spawns them."""
 
     def validate(self, namespace: str) -> None:
         """Raise :class:`DefinitionError` for the first invalid value."""
@@ -112,7 +124,7 @@ class ScheduleDefinition:
         if self.schedule is not None and (meant := occurrences.interval_in(self.schedule)):
             fail("spec.schedule", f"{self.schedule!r} is an interval: use `every: {meant}` instead")
         try:
-            self.timetable(namespace)
+            self.grid(namespace)
         except occurrences.InvalidExpression as error:
             fail("spec.schedule" if self.schedule is not None else "spec.every", str(error))
         if self.schedule is not None and self.interval_mode is not IntervalMode.FIXED_RATE:
@@ -131,8 +143,18 @@ class ScheduleDefinition:
         if self.every is not None and self.jitter_seconds >= self.every.total_seconds():
             every = format_duration(self.every)
             fail("spec.jitterSeconds", f"must be less than spec.every ({every})")
+        if self.deadline is not None:
+            deadlines.check_deadline(self.deadline, self._error)
+        if self.suspend_after_failures is not None:
+            deadlines.check_suspend_after_failures(self.suspend_after_failures, self._error)
         self._validate_job()
         self._validate_container()
+        try:
+            self.timetable(namespace).check(occurrences.load_zone(self.time_zone))
+        except calendars.CalendarError as error:
+            fail(error.field, str(error))
+        if self.steps:
+            steps.check_graph(self.name, self.steps)
 
     def owned_by(self, namespace: str, uid: str | None) -> ScheduleDefinition:
         """This definition as the Schedule object of Kubernetes ``namespace`` with ``uid``
@@ -142,13 +164,24 @@ class ScheduleDefinition:
         target = dataclasses.replace(self.container, namespace=namespace, owner_uid=uid)
         return dataclasses.replace(self, container=target)
 
-    def timetable(self, namespace: str) -> occurrences.Timetable:
-        """The occurrence calculator; hashed ``H`` cron fields are seeded by namespace/name."""
+    def timetable(self, namespace: str) -> calendars.Calendared:
+        """The occurrence calculator, its calendar applied; hashed ``H`` cron fields (also
+        those of ``spec.exclude``) are seeded by namespace/name."""
+        return calendars.Calendared(self.grid(namespace), self.calendar(namespace))
+
+    def grid(self, namespace: str) -> occurrences.Timetable:
+        """The occurrences of ``spec.schedule`` or ``spec.every`` alone, without the calendar."""
         if self.schedule is not None:
             return occurrences.CronTimetable.parse(self.schedule, seed=f"{namespace}/{self.name}")
         if self.every is None:
             raise self._error("spec", "set exactly one of spec.schedule or spec.every")
         return occurrences.FixedRate(self.every)
+
+    def calendar(self, namespace: str) -> calendars.Calendar:
+        """``spec.exclude``, ``spec.startTime`` and ``spec.endTime`` (CalendarError if bad)."""
+        return calendars.Calendar.parse(
+            self.exclude, self.start_time, self.end_time, seed=f"{namespace}/{self.name}"
+        )
 
     def to_spec(self) -> dict[str, Any]:
         """The canonical manifest ``spec``: every set field, defaults included, None omitted.
@@ -175,7 +208,20 @@ class ScheduleDefinition:
         spec["pendingJobsOnDelete"] = str(self.pending_jobs_on_delete)
         spec["successfulJobsHistoryLimit"] = self.successful_jobs_history_limit
         spec["failedJobsHistoryLimit"] = self.failed_jobs_history_limit
-        spec["job"] = job_to_spec(self.job, container=self.container is not None)
+        if self.exclude:
+            spec["exclude"] = list(self.exclude)
+        if self.start_time is not None:
+            spec["startTime"] = self.start_time.isoformat()
+        if self.end_time is not None:
+            spec["endTime"] = self.end_time.isoformat()
+        if self.deadline is not None:
+            spec["deadline"] = self.deadline.to_spec()
+        if self.suspend_after_failures is not None:
+            spec["suspendAfterFailures"] = self.suspend_after_failures
+        if self.steps:
+            spec["steps"] = steps.steps_to_spec(self.steps)
+        else:
+            spec["job"] = job_to_spec(self.job, container=self.container is not None)
         if self.container is not None:
             spec["jobTemplate"] = copy_json(self.container.template)
             target = target_to_spec(self.container)
@@ -202,12 +248,21 @@ class ScheduleDefinition:
             raise fields.error("intervalMode", "is only valid with spec.every")
         job = fields.mapping("job", JOB_FIELDS)
         container = container_from_spec(fields)
-        if job is None and container is None:
-            raise fields.error("job", "is required (spec.job.kind, or spec.jobTemplate)")
+        pipeline = steps.steps_from_spec(name, fields.values.get("steps"))
+        if pipeline and (job is not None or container is not None):
+            reason = "set exactly one of spec.job.kind, spec.jobTemplate or spec.steps"
+            raise fields.error("steps", reason)
+        if job is None and container is None and not pipeline:
+            raise fields.error(
+                "job", "is required (spec.job.kind, or spec.jobTemplate, or spec.steps)"
+            )
         return cls(
             name=name,
-            job=job_from_spec(job, container=container is not None),
+            job=steps.occurrence_job(pipeline)
+            if pipeline
+            else job_from_spec(job, container=container is not None),
             container=container,
+            steps=pipeline,
             schedule=fields.string("schedule"),
             every=every,
             interval_mode=interval_mode or IntervalMode.FIXED_RATE,
@@ -227,6 +282,11 @@ class ScheduleDefinition:
             failed_jobs_history_limit=or_default(
                 fields.integer("failedJobsHistoryLimit"), DEFAULT_FAILED_JOBS_HISTORY_LIMIT
             ),
+            exclude=fields.strings("exclude", limits.MAX_EXCLUSIONS),
+            start_time=fields.parse("startTime", calendars.parse_instant),
+            end_time=fields.parse("endTime", calendars.parse_instant),
+            deadline=deadlines.deadline_from_spec(fields),
+            suspend_after_failures=fields.integer("suspendAfterFailures"),
         )
 
     def _validate_job(self) -> None:

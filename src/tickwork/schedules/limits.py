@@ -29,6 +29,8 @@ MAX_CATCH_UP = 1000
 MAX_HISTORY_LIMIT = 1000
 """The most finished jobs of one outcome a schedule keeps (``successfulJobsHistoryLimit``,
 ``failedJobsHistoryLimit``): retention ranks that many per schedule it trims."""
+MAX_SUSPEND_AFTER_FAILURES = 1000
+"""``spec.suspendAfterFailures``: more consecutive dead occurrences than this is no safeguard."""
 MAX_BACKOFF_RATE = 100
 """A rate above this reaches ``maxDelaySeconds`` by the second retry anyway."""
 
@@ -45,6 +47,19 @@ MAX_SCHEDULE_LENGTH = 1024
 MAX_EVERY_LENGTH = 64
 MAX_TIME_ZONE_LENGTH = 64
 """The longest IANA name is 32 characters."""
+MAX_EXCLUSIONS = 100
+"""Items of ``spec.exclude`` (dates and cron expressions together): a few years of holidays."""
+MAX_CRON_EXCLUSIONS = 16
+"""Cron expressions among them: each one is matched against every candidate occurrence."""
+MAX_EXCLUSION_LENGTH = 128
+"""One item of ``spec.exclude``."""
+MAX_EXCLUSION_SEARCH = 2_000
+"""Candidate occurrences one search through a calendar looks at (validation: the first kept
+occurrence; firing: the next one) before it gives up: it bounds the time a hostile
+``spec.exclude`` costs."""
+MIN_YEAR, MAX_YEAR = 1970, 8999
+"""The years of ``spec.startTime``, ``spec.endTime`` and the dates of ``spec.exclude``:
+searches run centuries past them without reaching ``datetime``'s year 9999."""
 
 PAYLOAD_MAX_DEPTH = 64
 """Nesting levels of ``job.payload`` (a scalar payload is depth 0, ``{"a": 1}`` depth 1)."""
@@ -79,6 +94,8 @@ FIELDS: Mapping[str, Limit] = {
     "spec.jitterSeconds": Limit(minimum=0, maximum=MAX_INT),
     "spec.successfulJobsHistoryLimit": Limit(minimum=0, maximum=MAX_HISTORY_LIMIT),
     "spec.failedJobsHistoryLimit": Limit(minimum=0, maximum=MAX_HISTORY_LIMIT),
+    "spec.deadline.succeedWithinSeconds": Limit(minimum=1, maximum=MAX_DURATION_SECONDS),
+    "spec.suspendAfterFailures": Limit(minimum=1, maximum=MAX_SUSPEND_AFTER_FAILURES),
     "spec.scheduleNamespace": Limit(min_length=1, max_length=MAX_NAME_LENGTH),
     "spec.job.kind": Limit(min_length=1, max_length=MAX_KIND_LENGTH),
     "spec.job.queue": Limit(min_length=1, max_length=MAX_QUEUE_LENGTH),

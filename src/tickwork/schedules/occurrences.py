@@ -370,7 +370,7 @@ def _offsets(wall: datetime, tz: ZoneInfo) -> tuple[timedelta, timedelta]:
     return before, after
 
 
-def _transition(tz: ZoneInfo, before: datetime, after: datetime) -> datetime:
+def transition(tz: ZoneInfo, before: datetime, after: datetime) -> datetime:
     """The instant in (before, after] at which ``tz`` switches to the UTC offset of ``after``.
 
     Bisects over whole seconds, on which zone transitions fall. Callers bracket one skipped
@@ -427,20 +427,20 @@ class CronTimetable:
             # Second pass of a repeated stretch, whose wall times all fired on the first
             # pass: resume from the reading the clock had reached before it fell back.
             first_pass = local.replace(fold=0)
-            wall = self._first_match(_transition(tz, first_pass, instant) + _offset(first_pass))
+            wall = self._first_match(transition(tz, first_pass, instant) + _offset(first_pass))
         else:
             wall = self._first_match(local, strictly_after=True)
         before, after = _offsets(wall, tz)
         if before >= after:
             return _at(wall, before)
-        return _transition(tz, _at(wall, after), _at(wall, before))
+        return transition(tz, _at(wall, after), _at(wall, before))
 
     def _next_reading(self, instant: datetime, local: datetime, tz: ZoneInfo) -> datetime:
         # Every instant whose clock reading matches fires; a skipped reading has no instant.
         wall = self._first_match(local, strictly_after=True)
         before, after = _offsets(wall, tz)
         while before < after:
-            landing = _transition(tz, _at(wall, after), _at(wall, before)) + after
+            landing = transition(tz, _at(wall, after), _at(wall, before)) + after
             wall = self._first_match(landing)
             before, after = _offsets(wall, tz)
         found = _at(wall, before)
@@ -450,7 +450,7 @@ class CronTimetable:
         if not local.fold and _offset(replay) != _offset(local):
             # The clock is about to fall back and replay readings up to this one: the replay
             # of the earliest matching reading may come before ``found``.
-            wall = self._first_match(_transition(tz, instant, replay) + _offset(replay))
+            wall = self._first_match(transition(tz, instant, replay) + _offset(replay))
             if wall <= local.replace(tzinfo=None):
                 found = min(found, _at(wall, _offset(replay)))
         return found
@@ -625,27 +625,14 @@ def occurrences_between(
     return found
 
 
-def preview(
-    expression: str, *, time_zone: str = "UTC", start: datetime, count: int, seed: str = ""
-) -> list[datetime]:
-    """The next ``count`` occurrences after ``start``, in the schedule's zone (for display).
-
-    ``expression`` is a cron expression, or ``@every <duration>`` for a fixed rate.
-    """
-    zone = load_zone(time_zone)
+def parse_expression(expression: str, *, seed: str = "") -> Timetable:
+    """A cron expression, or ``@every <duration>`` for a fixed rate (what ``tickwork preview``
+    reads); an interval written for a cron expression points to ``@every``."""
     keyword, _, rest = expression.strip().partition(" ")
-    timetable: Timetable
     if keyword == "@every":
-        timetable = FixedRate(parse_duration(rest.strip()))
-    elif (meant := interval_in(expression)) is not None:
+        return FixedRate(parse_duration(rest.strip()))
+    if (meant := interval_in(expression)) is not None:
         raise InvalidExpression(
             f"{expression!r} is not a cron expression; did you mean `@every {meant}`?"
         )
-    else:
-        timetable = CronTimetable.parse(expression, seed=seed)
-    found: list[datetime] = []
-    moment = start
-    for _ in range(count):
-        moment = timetable.next_after(moment, zone)
-        found.append(moment.astimezone(zone))
-    return found
+    return CronTimetable.parse(expression, seed=seed)

@@ -129,8 +129,7 @@ def backfill(
         raise InvalidTransition(f"schedule {namespace}/{name} is disabled")
     if schedule_sync.fixed_delay(definition) is not None:
         raise InvalidInput("name", "a FixedDelay schedule has no timetable to backfill")
-    found = occurrences.occurrences_between(
-        definition.timetable(namespace),
+    found = definition.timetable(namespace).between(
         start - _TICK,
         end,
         occurrences.load_zone(definition.time_zone),

@@ -202,6 +202,8 @@ def job_payload(namespace: str, definition: ScheduleDefinition, state: Any) -> A
             successful_jobs_history_limit=definition.successful_jobs_history_limit,
             failed_jobs_history_limit=definition.failed_jobs_history_limit,
         ).to_payload()
+    if definition.steps:  # the steps to spawn: a step's return value is no carried state
+        return definition.job.payload
     if state is None or definition.job.kind == KIND:
         return definition.job.payload
     return state
@@ -214,6 +216,7 @@ def alike(definition: ScheduleDefinition) -> bool:
     return (
         definition.jitter_seconds <= 0
         and definition.container is None
+        and not definition.steps
         and concurrency_key("", definition) == definition.job.concurrency_key
     )
 

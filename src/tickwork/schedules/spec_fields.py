@@ -117,8 +117,16 @@ SPEC_FIELDS = frozenset(
         "failedJobsHistoryLimit",
         "job",
         "jobTemplate",
+        "steps",
         TARGET_FIELD,
         "scheduleNamespace",
+        # calendars (docs/calendars.md)
+        "exclude",
+        "startTime",
+        "endTime",
+        # deadlines and auto-suspend (docs/deadlines.md)
+        "deadline",
+        "suspendAfterFailures",
     }
 )
 
@@ -144,9 +152,19 @@ _RETRY_FIELDS = frozenset({"baseDelaySeconds", "backoffRate", "maxDelaySeconds"}
 class Fields:
     """The fields of one spec mapping, read with type checks; errors name the field's path."""
 
-    def __init__(self, name: str, path: str, value: Any, known: frozenset[str]) -> None:
+    def __init__(
+        self,
+        name: str,
+        path: str,
+        value: Any,
+        known: frozenset[str],
+        limits_path: str | None = None,
+    ) -> None:
+        """``limits_path``: where this mapping's limits are found, when its own path is not
+        (a step's job, ``spec.steps[2].job``, has the limits of ``spec.job``)."""
         self.name = name
         self.path = path
+        self.limits_path = path if limits_path is None else limits_path
         if not isinstance(value, Mapping):
             raise DefinitionError(name, path, f"must be a mapping, not {type_name(value)}")
         self.values: Mapping[str, Any] = value
@@ -160,7 +178,7 @@ class Fields:
 
     def _limited(self, key: str, value: _V) -> _V:
         """``value``, unless it is outside the limits of its field (when it has any)."""
-        path = f"{self.path}.{key}"
+        path = f"{self.limits_path}.{key}"
         if value is not None and path in limits.FIELDS:
             problem = limit_problem(path, value)
             if problem is not None:
@@ -169,13 +187,30 @@ class Fields:
 
     def mapping(self, key: str, known: frozenset[str]) -> Fields | None:
         value = self.values.get(key)
-        return None if value is None else Fields(self.name, f"{self.path}.{key}", value, known)
+        if value is None:
+            return None
+        path, limits_path = f"{self.path}.{key}", f"{self.limits_path}.{key}"
+        return Fields(self.name, path, value, known, limits_path)
 
     def string(self, key: str) -> str | None:
         value = self.values.get(key)
         if value is None or isinstance(value, str):
             return self._limited(key, value)
         raise self.error(key, f"must be a string, not {type_name(value)}")
+
+    def strings(self, key: str, most: int) -> tuple[str, ...]:
+        """A list of at most ``most`` strings (absent: empty)."""
+        value = self.values.get(key)
+        if value is None:
+            return ()
+        if not isinstance(value, list):
+            raise self.error(key, f"must be a list of strings, not {type_name(value)}")
+        if len(value) > most:
+            raise self.error(key, f"has {len(value)} items, at most {most}")
+        for index, item in enumerate(value):
+            if not isinstance(item, str):
+                raise self.error(f"{key}[{index}]", f"must be a string, not {type_name(item)}")
+        return tuple(value)
 
     def boolean(self, key: str) -> bool | None:
         value = self.values.get(key)

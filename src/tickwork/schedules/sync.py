@@ -34,7 +34,7 @@ from tickwork.db import namespaces as namespaces_db
 from tickwork.db import schedules as db
 from tickwork.errors import InvalidInput, NamespaceOwned
 from tickwork.model import Actor
-from tickwork.schedules import occurrences
+from tickwork.schedules import calendars, occurrences
 from tickwork.schedules.checks import DefinitionError
 from tickwork.schedules.definition import ScheduleDefinition, validate_all
 from tickwork.schedules.options import IntervalMode, PendingJobsOnDelete
@@ -89,11 +89,16 @@ def fixed_delay(definition: ScheduleDefinition) -> timedelta | None:
     return None
 
 
-def first_run(namespace: str, definition: ScheduleDefinition, now: datetime) -> datetime:
-    """The first occurrence after ``now`` (FixedDelay: ``every`` from now)."""
+def first_run(namespace: str, definition: ScheduleDefinition, now: datetime) -> datetime | None:
+    """The first occurrence after ``now`` (FixedDelay: ``every`` from now, moved past what
+    the calendar excludes); None when the calendar has ended."""
     delay = fixed_delay(definition)
     if delay is not None:
-        return now + delay
+        zone = occurrences.load_zone(definition.time_zone)
+        due = now + delay
+        return calendars.Calendared(
+            occurrences.FixedRate(delay, anchor=due), definition.calendar(namespace)
+        ).next_after(due - _TICK, zone)
     zone = occurrences.load_zone(definition.time_zone)
     return definition.timetable(namespace).next_after(now, zone)
 

@@ -42,6 +42,7 @@ from tickwork.schedules import container_policy, limits
 from tickwork.schedules.checks import shown
 from tickwork.schedules.container_policy import ContainerRules
 from tickwork.schedules.definition import ScheduleDefinition
+from tickwork.schedules.options import JobTemplate
 
 API_VERSION = "tickwork.io/v1"
 KIND = "TenantPolicy"
@@ -264,26 +265,40 @@ def _refused(field: str, value: str, tenant: str) -> str:
 def _job_problem(
     definition: ScheduleDefinition, policy: TenantPolicy
 ) -> tuple[str, str, str] | None:
-    """(field, value, what is allowed) of the first job field ``policy`` refuses."""
-    job = definition.job
+    """(field, value, what is allowed) of the first job field ``policy`` refuses. A Schedule
+    with steps is judged by each step's job (its occurrence's own job is tickwork's)."""
+    if definition.steps:
+        for i, step in enumerate(definition.steps):
+            problem = _template_problem(step.job, f"spec.steps[{i}].job", policy, False)
+            if problem is not None:
+                return problem
+        return None
+    container = definition.container is not None
+    problem = _template_problem(definition.job, "spec.job", policy, container)
+    if problem is None and definition.container is not None and policy.containers is not None:
+        return container_policy.problem(definition.container.template, policy.containers)
+    return problem
+
+
+def _template_problem(
+    job: JobTemplate, path: str, policy: TenantPolicy, container: bool
+) -> tuple[str, str, str] | None:
     if policy.queues is not None and not _matches(job.queue, policy.queues):
-        return "spec.job.queue", f"queue {job.queue!r}", _listed(policy.queues)
+        return f"{path}.queue", f"queue {job.queue!r}", _listed(policy.queues)
     if policy.kinds is not None and not _matches(job.kind, policy.kinds):
-        if definition.container is not None:  # allowing the reserved kind allows containers
+        if container:  # allowing the reserved kind allows containers
             return "spec.jobTemplate", f"kind {job.kind!r} (a jobTemplate)", _listed(policy.kinds)
-        return "spec.job.kind", f"kind {job.kind!r}", _listed(policy.kinds)
+        return f"{path}.kind", f"kind {job.kind!r}", _listed(policy.kinds)
     if policy.max_priority is not None and job.priority > policy.max_priority:
-        return "spec.job.priority", f"priority {job.priority}", f"at most {policy.max_priority}"
+        return f"{path}.priority", f"priority {job.priority}", f"at most {policy.max_priority}"
     prefix = policy.concurrency_key_prefix
     key = job.concurrency_key
     if prefix is not None and key is not None and not key.startswith(prefix):
         return (
-            "spec.job.concurrencyKey",
+            f"{path}.concurrencyKey",
             f"concurrency key {key!r}",
             f"keys starting with {prefix!r}",
         )
-    if definition.container is not None and policy.containers is not None:
-        return container_policy.problem(definition.container.template, policy.containers)
     return None
 
 

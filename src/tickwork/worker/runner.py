@@ -57,9 +57,9 @@ from tickwork.flow import task_rules
 from tickwork.logs import fields
 from tickwork.maintenance import duties, firing
 from tickwork.maintenance.service import Service
-from tickwork.model import Job
+from tickwork.model import SPAWNER, Job
 from tickwork.settings import WorkerSettings
-from tickwork.worker import deaths, identity, loop_watch
+from tickwork.worker import deaths, identity, loop_watch, steps
 from tickwork.worker.claiming import Claimer
 from tickwork.worker.heartbeat import Heartbeat, HeartbeatConfig
 from tickwork.worker.held import HeldJobs
@@ -99,6 +99,7 @@ class Worker:
         """The name, for people: ``settings.name``, or with a suffix (:mod:`.identity`)."""
         self.incarnation = uuid.uuid4()
         """This process start's identity: claims, adoption, heartbeats and its row go by it."""
+        steps.register(app)  # every worker runs the occurrences of schedules with steps
         self.kinds = app.registry.kinds
         self.queues = list(settings.queues) or sorted({"default", *app.registry.queues()})
         self._extra_loops = extra_loops
@@ -230,6 +231,7 @@ class Worker:
             await self._register()
             logs.CURRENT_WORKER.set(self.name)  # the tasks started below inherit it
             job_progress.SINK.set(self.progress.report)  # and the sink of job.progress()
+            SPAWNER.set(self.app)  # and job.spawn creates their jobs through this App
             tasks = [(kind, task.rule) for kind, task in self.app.registry.items()]
             await asyncio.to_thread(task_rules.write, self.settings.database_url, tasks, self.name)
             self._heartbeat.start()

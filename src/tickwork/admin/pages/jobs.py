@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from tickwork.admin import inputs, reads
 from tickwork.admin.html import Child, Html, el, join, link, path
-from tickwork.admin.pages import job_results
+from tickwork.admin.pages import job_results, workflow
 from tickwork.admin.pages.layout import (
     Context,
     action_form,
@@ -121,7 +121,7 @@ def _job_actions(ctx: Context, page: reads.JobDetail) -> Html:
     base = path("jobs", job.id)
     if job.status is JobStatus.AVAILABLE and not page.due:
         forms.append(action_form(ctx, base + "/run-now", "Run now"))
-    if job.status in (JobStatus.AVAILABLE, JobStatus.RUNNING):
+    if job.status in (JobStatus.AVAILABLE, JobStatus.RUNNING, JobStatus.WAITING):
         forms.append(action_form(ctx, base + "/cancel", "Cancel job", danger=True))
     if job.status in (JobStatus.DEAD, JobStatus.CANCELLED):
         forms.append(action_form(ctx, base + "/retry", "Retry job"))
@@ -168,6 +168,7 @@ def job(ctx: Context, page: reads.JobDetail) -> Html:
         el("h2", "Payload"),
         el("pre", pretty(j.payload), class_="payload"),
         job_results.section(page.outcome),
+        workflow.section(page.graph, j.id),
         el("h2", "Last error"),
         el("pre", j.last_error, class_="error-text")
         if j.last_error

@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC
+from typing import Any
 
 from tickwork.admin import reads
 from tickwork.admin.html import Child, Html, el, join, link, path
@@ -55,6 +56,41 @@ def _firing_error(s: admin_db.ScheduleSummary) -> Html | None:
         when(s.firing_retry_at),
         ")",
     )
+
+
+def _guards(s: admin_db.ScheduleSummary) -> list[tuple[str, Child]]:
+    """The deadline and auto-suspend facts (docs/deadlines.md), when they say something."""
+    found: list[tuple[str, Child]] = []
+    if s.late:
+        found.append(
+            (
+                "late",
+                join(
+                    text("the occurrence ", "warn"),
+                    when(s.late_occurrence_at),
+                    " missed its deadline (job ",
+                    job_link(s.late_job_id),
+                    "); the next success clears it",
+                ),
+            )
+        )
+    if s.failures_suspended_at is not None:
+        found.append(
+            (
+                "suspended after failures",
+                join(
+                    when(s.failures_suspended_at),
+                    ": job ",
+                    job_link(s.failures_suspended_job_id),
+                    " ended dead, since job ",
+                    job_link(s.dead_streak_job_id),
+                    "; Resume fires it again",
+                ),
+            )
+        )
+    elif s.dead_streak:
+        found.append(("consecutive dead occurrences", s.dead_streak))
+    return found
 
 
 def _runs(c: job_counts_db.RunCounts) -> Html:
@@ -191,19 +227,37 @@ def _ownership(page: reads.ScheduleDetail) -> Html:
 
 
 def upcoming(page: reads.ScheduleDetail) -> Html:
-    """The next occurrences, in UTC and in the schedule's zone."""
+    """The next occurrences, in UTC and in the schedule's zone, after its calendar."""
     if not page.upcoming:
-        return el(
-            "p", page.no_upcoming, ": the next run is at ", when(page.summary.next_run_at), "."
+        return join(
+            calendar_note(page.row.spec),
+            el("p", page.no_upcoming, ": the next run is at ", when(page.summary.next_run_at), "."),
         )
-    return el(
-        "ol",
-        [
-            el("li", when(t), " ", el("span", t.strftime("%a %H:%M %Z"), class_="muted"))
-            for t in page.upcoming
-        ],
-        class_="upcoming",
+    return join(
+        calendar_note(page.row.spec),
+        el(
+            "ol",
+            [
+                el("li", when(t), " ", el("span", t.strftime("%a %H:%M %Z"), class_="muted"))
+                for t in page.upcoming
+            ],
+            class_="upcoming",
+        ),
     )
+
+
+def calendar_note(spec: Mapping[str, Any]) -> Html | None:
+    """What the calendar leaves out (``spec.exclude``, ``startTime``, ``endTime``), if any."""
+    parts = []
+    if spec.get("exclude"):
+        parts.append("not on " + ", ".join(map(str, spec["exclude"])))
+    if spec.get("startTime"):
+        parts.append(f"from {spec['startTime']}")
+    if spec.get("endTime"):
+        parts.append(f"until {spec['endTime']}")
+    if not parts:
+        return None
+    return el("p", "Calendar: ", "; ".join(parts), ".", class_="muted calendar")
 
 
 def run_strip(jobs: Sequence[admin_db.JobSummary]) -> Html:
@@ -270,6 +324,7 @@ def schedule(ctx: Context, page: reads.ScheduleDetail) -> Html:
         ("last failure", when(s.last_failure_at)),
         ("skipped occurrences", s.skipped_occurrences),
         ("firing error", _firing_error(s) or "none: its last firing worked"),
+        *_guards(s),
     ]
     trigger: Html
     if not ctx.operator:
@@ -278,6 +333,9 @@ def schedule(ctx: Context, page: reads.ScheduleDetail) -> Html:
         trigger = el("p", "Disabled schedules cannot be triggered.", class_="muted")
     else:
         trigger = action_form(ctx, path("schedules", s.namespace, s.name, "trigger"), "Trigger now")
+        if s.failures_suspended_at is not None:
+            resume = path("schedules", s.namespace, s.name, "resume")
+            trigger = join(trigger, " ", action_form(ctx, resume, "Resume"))
     history = link("/jobs", {"namespace": s.namespace, "schedule": s.name})
     return layout(
         ctx,

@@ -652,19 +652,20 @@ WHERE id = %(id)s AND on_dead_pending
 RETURNING id;
 
 -- name: job_cancel
--- Cancel a job. An available one is cancelled at once. A running one is asked to stop: it
+-- Cancel a job. An available or waiting one is cancelled at once (a waiting one's dependents
+-- with it: trigger jobs_release_dependents, migration 0029). A running one is asked to stop: it
 -- stays running, holding its concurrency key, until its worker has stopped the task and
 -- records the outcome, or its lease expires (then lease recovery cancels it). The trigger
 -- jobs_notify_cancel_requested tells its worker; the request is not a state change and
 -- leaves the version alone.
 UPDATE tickwork.jobs
-SET status = CASE WHEN status = 'available' THEN 'cancelled'
-                  ELSE status END::tickwork.job_status,
-    finished_at = CASE WHEN status = 'available' THEN coalesce(%(now)s, now()) END,
+SET status = CASE WHEN status = 'running' THEN status
+                  ELSE 'cancelled' END::tickwork.job_status,
+    finished_at = CASE WHEN status <> 'running' THEN coalesce(%(now)s, now()) END,
     cancel_requested_at = CASE WHEN status = 'running'
                                THEN coalesce(cancel_requested_at, %(now)s, now()) END,
-    version = CASE WHEN status = 'available' THEN version + 1 ELSE version END
-WHERE id = %(id)s AND status IN ('available', 'running')
+    version = CASE WHEN status <> 'running' THEN version + 1 ELSE version END
+WHERE id = %(id)s AND status::text IN ('available', 'running', 'waiting')
 RETURNING id;
 
 -- name: job_cancel_of_schedules
@@ -1053,6 +1054,37 @@ WHERE (%(status)s::tickwork.job_status IS NULL OR j.status = %(status)s::tickwor
 ORDER BY j.id DESC
 LIMIT %(limit)s;
 
+-- name: job_page_by_kind
+-- job_page filtered by kind within known schedule namespaces (a scoped reader's, or the one
+-- filtered on): each namespace is walked newest first through jobs_namespace_kind_idx
+-- (migration 0025) for at most a page, and the walks are merged, so the page costs a few
+-- index descents however few of the namespaces' jobs are of that kind. Jobs enqueued outside
+-- any schedule have no namespace: none is listed here (no scoped reader sees them).
+SELECT j.id, j.kind, j.queue, j.status, j.attempt, j.max_attempts, j.priority, j.run_at,
+       j.created_at, j.started_at, j.finished_at, j.schedule_namespace, j.schedule_name,
+       j.occurrence_at, j.picked_by, j.lease_expires_at,
+       CASE WHEN j.status = 'running' THEN w.last_seen_at END AS picker_seen_at,
+       right(j.last_error, %(error_chars)s) AS last_error
+FROM unnest(%(namespaces)s::text[]) AS scoped(namespace)
+CROSS JOIN LATERAL (
+    SELECT *
+    FROM tickwork.jobs j
+    WHERE j.schedule_namespace = scoped.namespace
+      AND j.kind = %(kind)s
+      AND j.id < coalesce(%(before)s::bigint, 9223372036854775807)
+      AND (%(status)s::tickwork.job_status IS NULL
+           OR j.status = %(status)s::tickwork.job_status)
+      AND (NOT %(failing)s OR (j.status = 'available' AND j.attempt > 0
+                               AND j.last_error IS NOT NULL))
+      AND (%(queue)s::text IS NULL OR j.queue = %(queue)s)
+      AND (%(schedule)s::text IS NULL OR j.schedule_name = %(schedule)s)
+    ORDER BY j.id DESC
+    LIMIT %(limit)s
+) AS j
+LEFT JOIN tickwork.workers w ON w.incarnation = j.picked_by_incarnation
+ORDER BY j.id DESC
+LIMIT %(limit)s;
+
 -- name: job_orphans
 -- Kinds with available jobs that no live worker serves from their queue.
 WITH live AS (
@@ -1129,7 +1161,10 @@ SELECT s.namespace, s.name, s.revision, s.enabled, s.suspended AS suspend,
        coalesce(j.status, s.last_job_status) AS last_job_status, s.last_success_at,
        s.skipped_occurrences,
        n.owner, s.spec, s.state, s.created_at, s.updated_at,
-       s.firing_error, s.firing_failures, s.firing_retry_at
+       s.firing_error, s.firing_failures, s.firing_retry_at,
+       s.dead_streak, s.dead_streak_job_id, s.failures_suspended_at,
+       s.failures_suspended_job_id, s.deadlines_missed, s.late_occurrence_at,
+       s.late_deadline_at, s.late_job_id, s.late_at
 FROM tickwork.schedules s
 JOIN tickwork.schedule_namespaces n ON n.namespace = s.namespace
 LEFT JOIN tickwork.jobs j ON j.id = s.last_job_id
@@ -1150,7 +1185,11 @@ SELECT s.namespace, s.name, n.owner, s.revision, s.enabled, s.suspended,
        s.next_run_at, s.last_occurrence_at, s.last_job_id,
        coalesce(j.status, s.last_job_status) AS last_job_status, s.last_success_at,
        failure.finished_at AS last_failure_at,
-       s.skipped_occurrences, s.firing_error, s.firing_failures, s.firing_retry_at
+       s.skipped_occurrences, s.firing_error, s.firing_failures, s.firing_retry_at,
+       s.dead_streak, s.dead_streak_job_id, s.failures_suspended_at,
+       s.failures_suspended_job_id, s.late_occurrence_at, s.late_job_id,
+       s.late_deadline_at IS NOT NULL
+           AND (s.last_success_at IS NULL OR s.last_success_at <= s.late_deadline_at) AS late
 FROM tickwork.schedules s
 JOIN tickwork.schedule_namespaces n ON n.namespace = s.namespace
 LEFT JOIN tickwork.jobs j ON j.id = s.last_job_id

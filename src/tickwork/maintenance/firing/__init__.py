@@ -39,7 +39,7 @@ first), :mod:`.service` (the pass, its SQL in :mod:`tickwork.db.schedules`), :mo
 ``tickwork.maintenance.firing``.
 """
 
-from tickwork.maintenance.firing.cache import DefinitionCache, warm
+from tickwork.maintenance.firing.cache import DefinitionCache, Warmed, warm
 from tickwork.maintenance.firing.config import FireReport, FiringConfig
 from tickwork.maintenance.firing.loop import loop
 from tickwork.maintenance.firing.service import Firing, run_once
@@ -55,6 +55,7 @@ __all__ = [
     "Firing",
     "FiringConfig",
     "Shares",
+    "Warmed",
     "loop",
     "run_once",
     "warm",

@@ -10,6 +10,7 @@ import copy
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -35,6 +36,7 @@ def compile_spec(namespace: str, name: str, spec: dict[str, Any]) -> Compiled:
         timetable=None if delay is not None else definition.timetable(namespace),
         zone=occurrences.load_zone(definition.time_zone),
         delay=delay,
+        calendar=definition.calendar(namespace),
     )
 
 
@@ -96,6 +98,17 @@ def named(compiled: Compiled, name: str) -> ScheduleDefinition:
     return renamed
 
 
+@dataclass(frozen=True)
+class Warmed:
+    """What a warming did."""
+
+    parsed: int
+    """Definitions parsed into the cache."""
+    until: datetime | None
+    """Every spec due until then is in the cache (the horizon it was given); None when the
+    deadline or the cache's size cut it short."""
+
+
 async def warm(
     conn: connections.AsyncConnection,
     namespaces: Sequence[str],
@@ -103,13 +116,16 @@ async def warm(
     before: datetime,
     deadline: float,
     config: FiringConfig = DEFAULTS,
-) -> int:
-    """Parse the definitions of the schedules due before ``before`` into ``cache``, a chunk
-    at a time, until done or ``time.monotonic()`` passes ``deadline``; returns how many.
-    Each distinct spec of a namespace once (equal specs share an entry), at most the cache's
-    size of them, the earliest due first: parsing more would evict the ones needed first.
-    Commits after each read, so no transaction stays open while parsing."""
-    soon = await store.arun(conn, db.upcoming(namespaces, before, cache.size))
+    *,
+    after: datetime | None = None,
+) -> Warmed:
+    """Parse the definitions of the schedules due before ``before`` (and after ``after``,
+    when given: an earlier warming covered those up to it) into ``cache``, a chunk at a
+    time, until done or ``time.monotonic()`` passes ``deadline``. Each distinct spec of a
+    namespace once (equal specs share an entry), at most the cache's size of them, the
+    earliest due first: parsing more would evict the ones needed first. Commits after each
+    read, so no transaction stays open while parsing."""
+    soon = await store.arun(conn, db.upcoming(namespaces, after, before, cache.size))
     await conn.commit()
     missing: dict[tuple[str, str], tuple[str, str, int, str]] = {}
     for ns, name, revision, key in soon:
@@ -119,7 +135,7 @@ async def warm(
     parsed = 0
     for start in range(0, len(wanted), config.warm_chunk):
         if time.monotonic() >= deadline:
-            break
+            return Warmed(parsed, None)
         chunk = wanted[start : start + config.warm_chunk]
         specs = await store.arun(conn, db.get_specs([(ns, name) for ns, name, _, _ in chunk]))
         await conn.commit()
@@ -131,4 +147,4 @@ async def warm(
             if isinstance(compiled, Compiled):  # else the firing pass sets it aside
                 cache.put(namespace, name, key, compiled)
                 parsed += 1
-    return parsed
+    return Warmed(parsed, before if len(soon) < cache.size else None)

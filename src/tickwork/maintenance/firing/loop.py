@@ -9,7 +9,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from tickwork.clock import Clock, sleep
 from tickwork.db import connections, store
@@ -36,8 +36,13 @@ async def loop(
     outage = connections.Outage(
         f"firing {','.join(namespaces)}", log, "firing_failed", most=config.error_sleep
     )
+    warmed: datetime | None = None
+    """Every spec due until then is parsed (None: warm from now): a notification (a sync may
+    bring new specs) or an error starts over."""
     while True:
         alive(config)
+        if wake.is_set():
+            warmed = None
         wake.clear()
         try:
             async with pool.connection() as conn:
@@ -47,9 +52,18 @@ async def loop(
                 if delay >= config.warm_idle:
                     woke_at = time.monotonic() + delay
                     horizon = alarm.now + timedelta(seconds=delay + config.max_sleep)
-                    await warm(conn, namespaces, firing.cache, horizon, woke_at - config.busy_sleep)
+                    done = await warm(
+                        conn,
+                        namespaces,
+                        firing.cache,
+                        horizon,
+                        woke_at - config.busy_sleep,
+                        after=warmed,
+                    )
+                    warmed = done.until
                     delay = max(woke_at - time.monotonic(), 0.0)
         except Exception as exc:  # any error: logged once per outage, retried with backoff
+            warmed = None
             delay = outage.failed(exc, namespace=",".join(namespaces))
             if isinstance(exc, connections.ConnectionLost):
                 with contextlib.suppress(Exception):

@@ -11,8 +11,10 @@ from datetime import datetime, timedelta
 from typing import Protocol
 from zoneinfo import ZoneInfo
 
-from tickwork.schedules import occurrences, policies
+from tickwork.schedules import calendars, occurrences, policies
 from tickwork.schedules.definition import ScheduleDefinition
+
+_TICK = timedelta(microseconds=1)
 
 
 @dataclass(frozen=True)
@@ -20,10 +22,12 @@ class Compiled:
     """A stored definition, parsed once per (namespace, name, revision)."""
 
     definition: ScheduleDefinition
-    timetable: occurrences.Timetable | None
+    timetable: calendars.Calendared | None
     """None for FixedDelay, whose occurrences start from each due time."""
     zone: ZoneInfo
     delay: timedelta | None
+    calendar: calendars.Calendar = calendars.NO_CALENDAR
+    """``spec.exclude``, ``startTime`` and ``endTime`` (what FixedDelay's steps honour)."""
 
 
 class Due(Protocol):
@@ -49,7 +53,8 @@ class Planned:
     """Occurrences to make jobs of (before the overlap policy)."""
     misfired: int
     """Occurrences thrown away by the misfire policy (and FixedDelay's one-at-a-time)."""
-    next_run_at: datetime
+    next_run_at: datetime | None
+    """None: the calendar has ended (past ``spec.endTime``)."""
     backlog: bool
     """Still due after this pass: a chunk was not enough."""
 
@@ -59,54 +64,63 @@ class NextAfter:
     expression (hourly, daily, ...), so each distinct one is computed once."""
 
     def __init__(self) -> None:
-        self._found: dict[tuple[occurrences.Timetable, ZoneInfo, datetime], datetime] = {}
+        self._found: dict[tuple[calendars.Calendared, ZoneInfo, datetime], datetime | None] = {}
 
     def __call__(
-        self, timetable: occurrences.Timetable, zone: ZoneInfo, after: datetime
-    ) -> datetime:
+        self, timetable: calendars.Calendared, zone: ZoneInfo, after: datetime
+    ) -> datetime | None:
         key = (timetable, zone, after)
-        found = self._found.get(key)
-        if found is None:
-            found = self._found[key] = timetable.next_after(after, zone)
+        if key in self._found:
+            return self._found[key]
+        found = self._found[key] = timetable.next_after(after, zone)
         return found
 
 
 def due_occurrences(
     next_after: NextAfter,
-    timetable: occurrences.Timetable,
+    timetable: calendars.Calendared,
     zone: ZoneInfo,
     first: datetime,
     now: datetime,
     limit: int,
-) -> tuple[list[datetime], datetime | None]:
-    """Occurrences from ``first`` (due) up to ``now``, at most ``limit``, and the first one
-    after ``now`` when the list is complete (None when cut short)."""
+) -> tuple[list[datetime], datetime | None, bool]:
+    """Occurrences from ``first`` (due) up to ``now``, at most ``limit``; the first one
+    after ``now`` (None when cut short, or when the calendar ended); whether the list is
+    complete."""
     found = [first]
     while len(found) < limit:
         following = next_after(timetable, zone, found[-1])
-        if following > now:
-            return found, following
+        if following is None or following > now:
+            return found, following, True
         found.append(following)
-    return found, None
+    return found, None, False
 
 
 def plan(due: Due, compiled: Compiled, chunk: int, next_after: NextAfter) -> Planned:
     """Misfire decisions and the next run of one schedule, at most ``chunk`` occurrences
     settled (overlap comes later)."""
     definition = compiled.definition
-    timetable: occurrences.Timetable
+    timetable: calendars.Calendared
     if compiled.delay is not None:
-        timetable = occurrences.FixedRate(compiled.delay, anchor=due.next_run_at)
+        grid = occurrences.FixedRate(compiled.delay, anchor=due.next_run_at)
+        timetable = calendars.Calendared(grid, compiled.calendar)
     else:
         assert compiled.timetable is not None
         timetable = compiled.timetable
+    first = due.next_run_at
+    if not timetable.calendar.empty:
+        # FixedDelay's due time (a job's end + every) may fall where the calendar excludes.
+        kept = next_after(timetable, compiled.zone, first - _TICK)
+        if kept is None or kept > due.now:
+            return Planned(computed=1, fire=(), misfired=0, next_run_at=kept, backlog=False)
+        first = kept
     keep = policies.retained(definition.misfire_policy, definition.catch_up_limit)
-    found, following = due_occurrences(
-        next_after, timetable, compiled.zone, due.next_run_at, due.now, chunk + keep
+    found, following, complete = due_occurrences(
+        next_after, timetable, compiled.zone, first, due.now, chunk + keep
     )
     decision = policies.decide_misfire(
         found,
-        complete=following is not None,
+        complete=complete,
         now=due.now,
         policy=definition.misfire_policy,
         catch_up_limit=definition.catch_up_limit,
@@ -117,9 +131,10 @@ def plan(due: Due, compiled: Compiled, chunk: int, next_after: NextAfter) -> Pla
     if compiled.delay is not None and len(fire) > 1:
         # FixedDelay: one job at a time, the next run follows its end.
         fire, skipped = fire[-1:], skipped + len(fire) - 1
+    next_run_at: datetime | None
     if decision.settled < len(found):
-        next_run_at: datetime = found[decision.settled]
-    elif following is not None:
+        next_run_at = found[decision.settled]
+    elif complete:
         next_run_at = following
     else:
         next_run_at = next_after(timetable, compiled.zone, found[-1])
@@ -128,7 +143,7 @@ def plan(due: Due, compiled: Compiled, chunk: int, next_after: NextAfter) -> Pla
         fire=fire,
         misfired=skipped,
         next_run_at=next_run_at,
-        backlog=next_run_at <= due.now,
+        backlog=next_run_at is not None and next_run_at <= due.now,
     )
 
 
