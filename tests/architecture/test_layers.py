@@ -143,7 +143,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("tickwork.errors",),
     ("tickwork.model", "tickwork.clock", "tickwork.settings", "tickwork.logs", "tickwork.tracing"),
     ("tickwork.metrics", "tickwork.db"),
-    ("tickwork.transitions", "tickwork.workflows"),
+    ("tickwork.transitions", "tickwork.workflows", "tickwork.job_controls"),
     ("tickwork.flow",),
     ("tickwork.schedules",),
     ("tickwork.tasks",),

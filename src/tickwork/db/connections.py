@@ -56,7 +56,8 @@ _LIBPQ_PREFIX = re.compile(
 
 class Connected(Protocol):
     """What the App's groups of methods (:class:`tickwork.flow.controls.FlowControls`,
-    :class:`tickwork.schedules.controls.ScheduleControls`) need of it: the clock SQL is given
+    :class:`tickwork.schedules.controls.ScheduleControls`,
+    :class:`tickwork.job_controls.JobControls`) need of it: the clock SQL is given
     and a connection in a transaction that commits on success."""
 
     clock: Clock
