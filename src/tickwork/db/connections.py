@@ -4,9 +4,9 @@ them: only the database layer imports psycopg.
 Every connection is safe behind a transaction-mode pooler (PgBouncer ``pool_mode =
 transaction``): no session state, and no server-side prepared statements
 (``prepare_threshold=None``) unless asked for with ``prepare=True``, which a worker does on a
-direct connection (``--prepared-statements``, docs/settings.md): psycopg then prepares a
-statement run :data:`PREPARE_THRESHOLD` times, and PostgreSQL, once its generic plan costs no
-more than the custom ones, stops planning it at all. Connection strings go to libpq
+direct connection (``--prepared-statements``, docs/settings.md): psycopg then prepares each
+statement the first time it runs on a connection (parsed once), and PostgreSQL, after five
+custom plans, keeps its generic plan when that costs no more (planned once). Connection strings go to libpq
 untouched, so multi-host URLs (``host=a,b target_session_attrs=read-write``) pick the primary
 of an HA pair.
 :class:`Outage` is how a loop that talks to the database survives a cut connection or a
@@ -53,8 +53,10 @@ CONNECT_TIMEOUT_SECONDS = 10
 POOLED: dict[str, Any] = {"prepare_threshold": None}
 """Connection options of a connection without prepared statements: nothing a transaction-mode
 pooler would lose."""
-PREPARE_THRESHOLD = 5
-"""Executions of a statement on a connection before psycopg prepares it (psycopg's default)."""
+PREPARE_THRESHOLD = 0
+"""Executions of a statement on a connection before psycopg prepares it: none (psycopg's
+default, 5, would leave a worker's six pooled connections unprepared for its first ~30 claims,
+and PostgreSQL plans five more before its generic plan)."""
 PREPARED: dict[str, Any] = {"prepare_threshold": PREPARE_THRESHOLD}
 """Connection options with server-side prepared statements: for direct connections only."""
 
