@@ -6,9 +6,9 @@ transaction``): no session state, and no server-side prepared statements
 (``prepare_threshold=None``) unless asked for with ``prepare=True``, which a worker does on a
 direct connection (``--prepared-statements``, docs/settings.md): psycopg then prepares each
 statement the first time it runs on a connection (parsed once), and PostgreSQL, after five
-custom plans, keeps its generic plan when that costs no more (planned once). Connection strings go to libpq
-untouched, so multi-host URLs (``host=a,b target_session_attrs=read-write``) pick the primary
-of an HA pair.
+custom plans, keeps its generic plan when that costs no more (planned once). Connection
+strings go to libpq untouched, so multi-host URLs (``host=a,b target_session_attrs=read-write``)
+pick the primary of an HA pair.
 :class:`Outage` is how a loop that talks to the database survives a cut connection or a
 restart: backoff between attempts, one log line when it starts failing and one when it is
 back."""
