@@ -51,10 +51,11 @@ def explain_claim(conn: psycopg.Connection[Any], op: store.Op[list[Job]]) -> str
     return "\n".join(str(row[0]) for row in rows)
 
 
-def worker_connection(url: str) -> psycopg.Connection[Any]:
-    """An autocommit connection with a worker's options: no prepared statements, so each
-    statement is planned for its own parameters, as a worker's are."""
-    return connections.connect(url, autocommit=True)
+def worker_connection(url: str, *, prepare: bool = True) -> psycopg.Connection[Any]:
+    """An autocommit connection with a worker's options: prepared statements, as a worker's
+    on a direct connection are (``prepare=False``: as behind a transaction-mode pooler, each
+    statement planned for its own parameters)."""
+    return connections.connect(url, autocommit=True, prepare=prepare)
 
 
 def percentile(values: Sequence[float], q: float) -> float:

@@ -1,20 +1,21 @@
 """Peers: tickwork's defaults against pgqueuer's batch settings, in one run, on one database.
 
-    python bench/peers.py --jobs 30000 --pgqueuer-batch 10,100,1000
-    python bench/peers.py --jobs 30000 --runs 3      # each system 3 times, interleaved: medians
+    python bench/peers.py --jobs 30000 --pgqueuer-batch 100,1000 --pgqueuer-processes 1,2 --runs 3
+    python bench/peers.py --jobs 30000 --pgqueuer-batch 10,100,1000   # each system once
 
 pgqueuer (the version pinned in bench/peers/requirements.txt) is installed into a virtual
 environment of its own, bench/peers/.venv (made on first use, reused after; git-ignored), so
 tickwork's environment never holds it. Both run on the same database of a private PostgreSQL
-with its default durability (or one made on --database-url's server; see servers.py), with
-the same number of consumer processes (--processes, default 2):
+with its default durability (or one made on --database-url's server; see servers.py):
 
 * pgqueuer: its QueueManager on one asyncpg connection per process, ``batch_size`` each of
-  --pgqueuer-batch, all else its defaults (bench/peers/pgqueuer_noop.py);
-* tickwork: the real command, ``tickwork worker --app tickwork_noop:app --database-url URL``,
-  nothing else: its defaults (concurrency 10, adaptive prefetch, job metrics on). Each
-  process gets its own HTTP port through TICKWORK_HTTP_PORT only because two processes on one
-  host cannot both listen on the default 9090 (in Kubernetes each pod has its own).
+  --pgqueuer-batch, all else its defaults (bench/peers/pgqueuer_noop.py), with each number of
+  consumer processes of --pgqueuer-processes (default: --processes): every combination;
+* tickwork: --processes (default 2) of the real command, ``tickwork worker --app
+  tickwork_noop:app --database-url URL``, nothing else: its defaults (concurrency 10, adaptive
+  prefetch, job metrics on). Each process gets its own HTTP port through TICKWORK_HTTP_PORT
+  only because two processes on one host cannot both listen on the default 9090 (in
+  Kubernetes each pod has its own).
 
 Each round: the queue emptied (then vacuumed and analysed, as autovacuum keeps a running
 system's tables), the consumers started and ready (listening), then --jobs no-op jobs
@@ -22,7 +23,8 @@ enqueued in one transaction, so they all appear at once. The drain rate is jobs 
 success - first claim), read from each system's own records in the database (tickwork's
 started_at and finished_at; pgqueuer's log of picked and successful jobs). Prints each one's
 rate, the CPU time per job of its consumers and of the PostgreSQL server while it drained
-(read from /proc: start-up left out), and tickwork's rate over pgqueuer's best.
+(read from /proc: start-up left out), and tickwork's rate over pgqueuer's best combination
+(with --runs, medians of each).
 """
 
 from __future__ import annotations
@@ -178,7 +180,10 @@ def pgqueuer(python: Path, url: str, jobs: int, processes: int, batch: int) -> R
             " max(created) FILTER (WHERE status = 'successful')"
             " - min(created) FILTER (WHERE status = 'picked')) FROM pgqueuer_log",
         )
-        result = meter.result(f"pgqueuer batch_size={batch}", done, seconds)
+        plural = "es" if processes > 1 else ""
+        result = meter.result(
+            f"pgqueuer {processes} process{plural} batch_size={batch}", done, seconds
+        )
     finally:
         _stop(consumers)
     assert done == jobs, f"pgqueuer: {done} of {jobs} jobs succeeded"
@@ -186,6 +191,7 @@ def pgqueuer(python: Path, url: str, jobs: int, processes: int, batch: int) -> R
 
 
 def tickwork_defaults(url: str, jobs: int, processes: int, logs: Path) -> Result:
+    """``processes`` default ``tickwork worker`` processes draining ``jobs`` no-op jobs."""
     _empty(url, "tickwork.jobs", "tickwork.workers")
     env = {k: v for k, v in os.environ.items() if not k.startswith("TICKWORK_")}
     workers = []
@@ -234,12 +240,25 @@ def _report(result: Result) -> Result:
     return result
 
 
+def _numbers(parser: argparse.ArgumentParser, option: str, text: str) -> list[int]:
+    """The positive whole numbers of a comma-separated option, or a usage error naming it."""
+    try:
+        numbers = [int(n) for n in text.split(",") if n.strip()]
+    except ValueError:
+        parser.error(f"{option}: not a comma-separated list of whole numbers: {text!r}")
+    if not numbers or min(numbers) < 1:
+        parser.error(f"{option}: give one or more numbers of at least 1: {text!r}")
+    return numbers
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
     parser.add_argument("--jobs", type=int, default=30_000)
-    parser.add_argument("--processes", type=int, default=2, help="consumers of each system")
+    parser.add_argument(
+        "--processes", type=int, default=2, help="tickwork worker processes (default 2)"
+    )
     parser.add_argument(
         "--pgqueuer-batch",
         default="10,100,1000",
@@ -247,11 +266,20 @@ def main() -> None:
         help="pgqueuer batch_size settings to run (default 10,100,1000)",
     )
     parser.add_argument(
+        "--pgqueuer-processes",
+        metavar="P1,P2",
+        help="numbers of pgqueuer consumer processes to run, each with every batch_size"
+        " (default: --processes)",
+    )
+    parser.add_argument(
         "--runs", type=int, default=1, help="rounds of every system, interleaved; medians"
     )
     servers.add_arguments(parser)
     args = parser.parse_args()
-    batches = [int(b) for b in args.pgqueuer_batch.split(",") if b.strip()]
+    batches = _numbers(parser, "--pgqueuer-batch", args.pgqueuer_batch)
+    counts = _numbers(
+        parser, "--pgqueuer-processes", args.pgqueuer_processes or str(args.processes)
+    )
     python = _venv_python()
     with (
         servers.database_server(args.database_url) as url,
@@ -261,7 +289,11 @@ def main() -> None:
         subprocess.run([python, PGQUEUER, "install", _url(url)], check=True)
         runs: dict[str, list[Result]] = {}
         systems: list[Callable[[], Result]] = [
-            *((lambda b=b: pgqueuer(python, url, args.jobs, args.processes, b)) for b in batches),
+            *(
+                (lambda p=p, b=b: pgqueuer(python, url, args.jobs, p, b))
+                for p in counts
+                for b in batches
+            ),
             lambda: tickwork_defaults(url, args.jobs, args.processes, Path(tmp)),
         ]
         for _ in range(args.runs):
@@ -272,8 +304,8 @@ def main() -> None:
         best = max((label for label in rates if label.startswith("pgqueuer")), key=rates.get)
         ours = rates["tickwork worker (defaults)"]
         print(
-            f"{args.processes} processes each, {args.jobs} no-op jobs, median of {args.runs}: "
-            f"tickwork defaults {ours:,.0f} jobs/s, pgqueuer best ({best}) "
+            f"{args.jobs} no-op jobs, median of {args.runs}: tickwork defaults "
+            f"({args.processes} processes) {ours:,.0f} jobs/s, pgqueuer best ({best}) "
             f"{rates[best]:,.0f} jobs/s: tickwork/pgqueuer = {ours / rates[best]:.2f}x"
         )
 

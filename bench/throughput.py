@@ -5,6 +5,7 @@
     python bench/throughput.py --compare 3                   # off, on, off, on, ...: the cost
     python bench/throughput.py --compare 5 --cost counts     # the job counts' trigger off, on
     python bench/throughput.py --compare 3 --cost limits     # a limited queue off, on
+    python bench/throughput.py --compare 3 --cost tenants    # one tenant, then 10 tenants
 
 Runs on a database of its own: on the server of ``--database-url``, or on a private PostgreSQL
 with its default durability (see servers.py). Prints the enqueue
@@ -13,7 +14,9 @@ time per job (their start-up included) and the PostgreSQL server's CPU time per 
 they drained (when it runs on this host); with --compare, the medians of them with job metrics
 (or, with --cost counts, the trigger jobs_counted that writes tickwork.job_counts, disabled
 for the "off" rounds; with --cost limits, a concurrency limit and a rate on the queue, too
-high to hold a job back, set for the "on" rounds) off and on, and what they cost. On a
+high to hold a job back, set for the "on" rounds; with --cost tenants, the jobs spread over 10
+schedule namespaces for the "on" rounds, so that each claim shares its batch between 10
+tenants, against all of them enqueued from code, one tenant) off and on, and what they cost. On a
 shared machine the CPU times per job are the steadier figures: other processes slow the
 drain rate, not the work done per job.
 """
@@ -40,6 +43,8 @@ from tickwork.settings import WorkerSettings
 from tickwork.worker.runner import Worker
 
 KIND = "bench.noop"
+TENANTS = 10
+"""Schedule namespaces the jobs of --cost tenants' "on" rounds are spread over."""
 
 
 def _app(url: str) -> tickwork.App:
@@ -95,11 +100,16 @@ def run(
     with_metrics: bool,
     counted: bool = True,
     limited: bool = False,
+    tenants: int = 0,
 ) -> tuple[float, float, float | None]:
     """One round; returns the drain rate (jobs/s), the workers' CPU µs per job and the
     server's (None: not on this host). ``counted``: the trigger jobs_counted is enabled;
     ``limited``: the queue has a concurrency limit and a rate that never hold a job back
-    (100,000 running, 1,000,000/s), so every claim takes the path of a limited queue."""
+    (100,000 running, 1,000,000/s), so every claim takes the path of a limited queue;
+    ``tenants``: more than 1 spreads the jobs over that many schedule namespaces (as jobs of a
+    schedule ``bench`` in each, with no schedule row), so the claims share their batches
+    between them; 1 leaves them to one tenant; either vacuums the table before the drain (the
+    update leaves a dead row per job), 0 (the default) does not."""
     migrate.apply(url)
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("TRUNCATE tickwork.jobs, tickwork.job_counts, tickwork.flow_rules CASCADE")
@@ -114,6 +124,15 @@ def run(
     enqueue_s = time.perf_counter() - started
     app.close()
     print(f"enqueue: {jobs} jobs in {enqueue_s:.2f}s = {jobs / enqueue_s:,.0f} jobs/s")
+    if tenants:
+        with psycopg.connect(url, autocommit=True) as conn:
+            if tenants > 1:
+                conn.execute(
+                    "UPDATE tickwork.jobs SET schedule_namespace = 'tenant-' || id %% %s,"
+                    " schedule_name = 'bench'",
+                    (tenants,),
+                )
+            conn.execute("VACUUM ANALYZE tickwork.jobs")  # off and on: tables alike
 
     cpu_before, server_before = _children_cpu(), measure.server_cpu(url)
     ctx = multiprocessing.get_context("spawn")
@@ -146,7 +165,7 @@ def run(
     print(
         f"drain: P={processes} concurrency={concurrency} batch={batch} "
         f"metrics={'on' if with_metrics else 'off'} counts={'on' if counted else 'off'} "
-        f"limits={'on' if limited else 'off'}: "
+        f"limits={'on' if limited else 'off'} tenants={max(1, tenants)}: "
         f"{succeeded} of {jobs} jobs succeeded in {drain_s:.2f}s = {rate:,.0f} jobs/s; "
         f"worker CPU {cpu_us:.1f} µs/job{server}"
     )
@@ -164,8 +183,9 @@ def compare(
             metrics_on = on if cost == "metrics" else True
             counted = on if cost == "counts" else True
             limited = on and cost == "limits"
+            tenants = 0 if cost != "tenants" else TENANTS if on else 1
             results[on].append(
-                run(url, jobs, processes, concurrency, batch, metrics_on, counted, limited)
+                run(url, jobs, processes, concurrency, batch, metrics_on, counted, limited, tenants)
             )
     off, on = (statistics.median(r[0] for r in results[m]) for m in (False, True))
     cpu_off, cpu_on = (statistics.median(r[1] for r in results[m]) for m in (False, True))
@@ -217,11 +237,12 @@ def main() -> None:
     )
     parser.add_argument(
         "--cost",
-        choices=("metrics", "counts", "limits"),
+        choices=("metrics", "counts", "limits", "tenants"),
         default="metrics",
         help="what --compare turns off and on: the workers' job metrics (default), the "
         "trigger jobs_counted that counts how jobs end (tickwork.job_counts), or a limit and "
-        "a rate on the queue too high to hold a job back (the claims' cost of a limited queue)",
+        "a rate on the queue too high to hold a job back (the claims' cost of a limited queue), "
+        f"or the jobs spread over {TENANTS} tenants instead of one (fair claiming's cost)",
     )
     servers.add_arguments(parser)
     args = parser.parse_args()

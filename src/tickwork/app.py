@@ -10,24 +10,22 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, TypedDict, TypeVar, Unpack
 
-from tickwork import metrics, tracing, transitions
+from tickwork import metrics, tracing
 from tickwork.clock import Clock, DatabaseClock
 from tickwork.db import budget, connections, store
 from tickwork.db import jobs as jobs_db
-from tickwork.db import results as results_db
 from tickwork.errors import (
     ConfigurationError,
     InvalidInput,
     InvalidTransition,
-    JobNotFound,
 )
 from tickwork.flow import limits
 from tickwork.flow.controls import FlowControls
+from tickwork.job_controls import JobControls
 from tickwork.logs import fields as log_fields
 from tickwork.model import (
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_QUEUE,
-    Actor,
     Backoff,
     Job,
     JobId,
@@ -76,7 +74,7 @@ class JobFields(TypedDict, total=False):
     have succeeded, and is cancelled if one ends dead or cancelled (docs/workflows.md)."""
 
 
-class App(FlowControls, ScheduleControls):
+class App(FlowControls, ScheduleControls, JobControls):
     """Tasks plus a database: ``App(database_url)``; the URL defaults to
     ``$TICKWORK_DATABASE_URL``. Connections are opened on first use."""
 
@@ -461,79 +459,6 @@ class App(FlowControls, ScheduleControls):
     ) -> list[JobId]:
         """:meth:`spawn` for async tasks (on a thread: one short transaction)."""
         return await asyncio.to_thread(self.spawn, job, jobs, join, key)
-
-    # --- looking and acting -----------------------------------------------------------
-
-    def get_job(self, job_id: int) -> Job:
-        job = self._run(jobs_db.get_job(job_id))
-        if job is None:
-            raise JobNotFound(f"no job with id {job_id}")
-        return job
-
-    def job_result(self, job_id: int) -> results_db.JobResult:
-        """What the job's task returned (its result, or why it was not kept) and the progress
-        it last reported (docs/results.md); JobNotFound when there is no such job."""
-        found = self._run(results_db.job_results([job_id])).get(JobId(job_id))
-        if found is None:
-            raise JobNotFound(f"no job with id {job_id}")
-        return found
-
-    def list_jobs(
-        self,
-        *,
-        status: str | None = None,
-        kind: str | None = None,
-        queue: str | None = None,
-        limit: int = 100,
-    ) -> list[Job]:
-        return self._run(jobs_db.list_jobs(status=status, kind=kind, queue=queue, limit=limit))
-
-    def _act(
-        self,
-        action: transitions.JobAction,
-        job_id: int,
-        actor: str,
-        reason: str | None,
-        request_id: str | None,
-    ) -> None:
-        """:func:`transitions.act_on_job`, where a job not in a state the action applies to
-        raises :class:`InvalidTransition` (a request id seen before changes nothing)."""
-        who = Actor(actor, reason, request_id)
-        with self.connection() as conn:
-            transitions.act_on_job(conn, action, job_id, who, self.clock.now(), idempotent=False)
-
-    def cancel(
-        self,
-        job_id: int,
-        *,
-        actor: str = "api",
-        reason: str | None = None,
-        request_id: str | None = None,
-    ) -> JobStatus:
-        """Cancel an available job, or ask a running one to stop; returns the job's status
-        after the call: ``cancelled``, or ``running`` while its worker stops it. A running job
-        keeps its concurrency key until its worker records it cancelled (within about a second
-        for an async task, which is cancelled; a sync task cannot be interrupted and is recorded
-        cancelled when it returns) or its lease expires (lease recovery then cancels it)."""
-        self._act(transitions.JobAction.CANCEL, job_id, actor, reason, request_id)
-        return self.get_job(job_id).status
-
-    def retry(
-        self,
-        job_id: int,
-        *,
-        actor: str = "api",
-        reason: str | None = None,
-        request_id: str | None = None,
-    ) -> None:
-        """Send a dead or cancelled job back to available with fresh attempts."""
-        self._act(transitions.JobAction.RETRY, job_id, actor, reason, request_id)
-
-    def run_now(
-        self, job_id: int, *, actor: str, reason: str | None = None, request_id: str | None = None
-    ) -> None:
-        """Release a delayed job immediately; audited."""
-        self._act(transitions.JobAction.RUN_NOW, job_id, actor, reason, request_id)
 
 
 def _created(result: jobs_db.Enqueued | None) -> bool:

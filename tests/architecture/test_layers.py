@@ -152,7 +152,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "tickwork.tracing",
     ),
     ("tickwork.metrics", "tickwork.db"),
-    ("tickwork.transitions", "tickwork.workflows"),
+    ("tickwork.transitions", "tickwork.workflows", "tickwork.job_controls"),
     ("tickwork.flow",),
     ("tickwork.schedules",),
     ("tickwork.tasks", "tickwork.results"),

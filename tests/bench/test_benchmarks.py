@@ -26,6 +26,7 @@ TINY = {
     "--processes": "1",
     "--namespaces": "2",
     "--spread": "2",
+    "--pgqueuer-processes": "1",
 }
 """Sizes a benchmark of the README is run with here."""
 EXTRA = {
@@ -33,6 +34,7 @@ EXTRA = {
     "bench/retention.py": ["--jobs", "2000", "--schedules", "50"],
     "bench/operator_sync.py": ["--status-interval", "0.5"],
     "bench/claim.py": ["--busy-jobs", "1000"],
+    "bench/prepared.py": ["--rounds", "2", "--batch", "50"],
     "bench/faults.py": ["--jobs", "200", "--workers", "2", "--cut-seconds", "3"],
     "bench/soak.py": ["--seconds", "12", "--hold", "4", "--sample", "2", "--rate", "500"],
     "bench/fairness.py": ["--backlog", "2000", "--seconds", "3", "--warmup", "1"],

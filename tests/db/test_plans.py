@@ -25,10 +25,12 @@ reads the table is what made them slow:
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import psycopg
 import pytest
+from psycopg import sql
 
 from tickwork.db import admin as admin_db
 from tickwork.db import claim_floors as claim_floors_db
@@ -56,6 +58,28 @@ FROM generate_series(1, %(finished)s) AS i
 
 def _plan(conn: psycopg.Connection[Any], op: store.Op[Any]) -> str:
     rows = conn.execute("EXPLAIN " + queries.QUERIES[op.query], op.params).fetchall()
+    return "\n".join(str(row[0]) for row in rows)
+
+
+def _generic_plan(conn: psycopg.Connection[Any], op: store.Op[Any]) -> str:
+    """The plan of ``op``'s statement prepared, as a worker's prepared statement runs once
+    PostgreSQL keeps its generic plan (planned without the parameters' values)."""
+    names: list[str] = []
+
+    def number(match: re.Match[str]) -> str:
+        if match[1] not in names:
+            names.append(match[1])
+        return f"${names.index(match[1]) + 1}"
+
+    text = re.sub(r"%\((\w+)\)[sb]", number, queries.QUERIES[op.query]).replace("%%", "%")
+    conn.execute("PREPARE generic AS " + text)
+    try:
+        conn.execute("SET plan_cache_mode = force_generic_plan")
+        values = sql.SQL(", ").join(sql.Literal(op.params[name]) for name in names)
+        rows = conn.execute(sql.SQL("EXPLAIN EXECUTE generic ({})").format(values)).fetchall()
+    finally:
+        conn.execute("RESET plan_cache_mode")
+        conn.execute("DEALLOCATE generic")
     return "\n".join(str(row[0]) for row in rows)
 
 
@@ -121,3 +145,24 @@ def test_no_statement_reads_the_whole_jobs_table(
     assert "jobs_claim_idx" in plans["console queue waits"]
     assert "jobs_claim_idx" in plans["console queue waits, scoped"]
     assert "jobs_namespace_kind_idx" in plans["console jobs by kind, scoped"]
+
+
+def test_no_generic_plan_of_a_worker_statement_reads_the_whole_jobs_table(
+    conn: psycopg.Connection[Any], table: list[Any]
+) -> None:
+    """A worker on a direct connection prepares its statements (--prepared-statements), and
+    PostgreSQL runs a prepared statement's generic plan once that costs no more than its
+    custom ones: that plan, too, goes through the indexes."""
+    conn.execute("INSERT INTO tickwork.jobs (kind) SELECT %s FROM generate_series(1, 10)", (KIND,))
+    conn.execute("VACUUM ANALYZE tickwork.jobs")
+    ops: dict[str, store.Op[Any]] = {
+        "claim": jobs_db.claim_jobs("w", ["default"], {KIND: 1}, BATCH, 30, None),
+        "completion": jobs_db.complete_jobs(table, None),
+        "heartbeat": jobs_db.extend_leases(table, 30.0, None),
+        "hand-back": jobs_db.hand_back_jobs(table, None),
+    }
+    plans = {name: _generic_plan(conn, op) for name, op in ops.items()}
+    whole = {name: plan for name, plan in plans.items() if "Seq Scan on jobs" in plan}
+    assert not whole, "\n\n".join(f"{name}:\n{plan}" for name, plan in whole.items())
+    assert "jobs_pkey" in plans["completion"]
+    assert "jobs_claim_idx" in plans["claim"]

@@ -212,3 +212,28 @@ def test_pooler_decides_where_notifications_are_listened_for() -> None:
         match=r"^--pooler \(TICKWORK_POOLER\): must be one of none, transaction, not 'session'$",
     ):
         _build({"pooler": "session"})
+
+
+@pytest.mark.parametrize(
+    ("env", "prepare"),
+    [
+        ({}, True),
+        ({"TICKWORK_POOLER": "transaction"}, False),
+        ({"TICKWORK_PREPARED_STATEMENTS": "off"}, False),
+        ({"TICKWORK_POOLER": "transaction", "TICKWORK_PREPARED_STATEMENTS": "on"}, True),
+        ({"TICKWORK_PREPARED_STATEMENTS": "auto"}, True),
+    ],
+)
+def test_prepared_statements_are_on_unless_behind_a_transaction_pooler(
+    env: dict[str, str], prepare: bool
+) -> None:
+    assert _build(env=env).prepare is prepare
+
+
+def test_a_bad_prepared_statements_value_is_refused_by_name() -> None:
+    with pytest.raises(
+        ConfigurationError,
+        match=r"^--prepared-statements \(TICKWORK_PREPARED_STATEMENTS\): must be one of auto, "
+        r"on, off, not 'yes'$",
+    ):
+        _build({"prepared_statements": "yes"})

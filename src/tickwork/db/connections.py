@@ -2,9 +2,13 @@
 them: only the database layer imports psycopg.
 
 Every connection is safe behind a transaction-mode pooler (PgBouncer ``pool_mode =
-transaction``): no server-side prepared statements (``prepare_threshold=None``) and no other
-session state. Connection strings go to libpq untouched, so multi-host URLs
-(``host=a,b target_session_attrs=read-write``) pick the primary of an HA pair.
+transaction``): no session state, and no server-side prepared statements
+(``prepare_threshold=None``) unless asked for with ``prepare=True``, which a worker does on a
+direct connection (``--prepared-statements``, docs/settings.md): psycopg then prepares each
+statement the first time it runs on a connection (parsed once), and PostgreSQL, after five
+custom plans, keeps its generic plan when that costs no more (planned once). Connection
+strings go to libpq untouched, so multi-host URLs (``host=a,b target_session_attrs=read-write``)
+pick the primary of an HA pair.
 :class:`Outage` is how a loop that talks to the database survives a cut connection or a
 restart: backoff between attempts, one log line when it starts failing and one when it is
 back."""
@@ -47,7 +51,19 @@ MISSING_SCHEMA = (
 
 CONNECT_TIMEOUT_SECONDS = 10
 POOLED: dict[str, Any] = {"prepare_threshold": None}
-"""Connection options of every connection: nothing a transaction-mode pooler would lose."""
+"""Connection options of a connection without prepared statements: nothing a transaction-mode
+pooler would lose."""
+PREPARE_THRESHOLD = 0
+"""Executions of a statement on a connection before psycopg prepares it: none (psycopg's
+default, 5, would leave a worker's six pooled connections unprepared for its first ~30 claims,
+and PostgreSQL plans five more before its generic plan)."""
+PREPARED: dict[str, Any] = {"prepare_threshold": PREPARE_THRESHOLD}
+"""Connection options with server-side prepared statements: for direct connections only."""
+
+
+def _options(prepare: bool) -> dict[str, Any]:
+    return PREPARED if prepare else POOLED
+
 
 _LIBPQ_PREFIX = re.compile(
     r"^connection (?:failed|is bad): (?:connection to server [^:]*? failed: )?"
@@ -56,7 +72,8 @@ _LIBPQ_PREFIX = re.compile(
 
 class Connected(Protocol):
     """What the App's groups of methods (:class:`tickwork.flow.controls.FlowControls`,
-    :class:`tickwork.schedules.controls.ScheduleControls`) need of it: the clock SQL is given
+    :class:`tickwork.schedules.controls.ScheduleControls`,
+    :class:`tickwork.job_controls.JobControls`) need of it: the clock SQL is given
     and a connection in a transaction that commits on success."""
 
     clock: Clock
@@ -64,12 +81,15 @@ class Connected(Protocol):
     def connection(self) -> AbstractContextManager[Connection]: ...
 
 
-def connect(url: str, *, autocommit: bool = False, timeout: int | None = None) -> Connection:
+def connect(
+    url: str, *, autocommit: bool = False, timeout: int | None = None, prepare: bool = False
+) -> Connection:
     """One connection of its own (the caller closes it). With ``timeout``, connecting gives up
-    after that many seconds, unless ``url`` sets its own ``connect_timeout``."""
+    after that many seconds, unless ``url`` sets its own ``connect_timeout``; with ``prepare``,
+    statements run often are prepared (never behind a transaction-mode pooler)."""
     if timeout is not None and "connect_timeout" not in conninfo_to_dict(url):
         url = make_conninfo(url, connect_timeout=timeout)
-    return psycopg.connect(url, autocommit=autocommit, **POOLED)
+    return psycopg.connect(url, autocommit=autocommit, **_options(prepare))
 
 
 def pool(url: str, *, max_size: int, check: bool = False) -> Pool:
@@ -86,9 +106,12 @@ def pool(url: str, *, max_size: int, check: bool = False) -> Pool:
     )
 
 
-def async_pool(url: str, *, min_size: int, max_size: int) -> AsyncPool:
-    """A pool for asyncio code (opened by the caller)."""
-    return AsyncConnectionPool(url, min_size=min_size, max_size=max_size, open=False, kwargs=POOLED)
+def async_pool(url: str, *, min_size: int, max_size: int, prepare: bool = False) -> AsyncPool:
+    """A pool for asyncio code (opened by the caller); with ``prepare``, its connections
+    prepare the statements they run often (never behind a transaction-mode pooler)."""
+    return AsyncConnectionPool(
+        url, min_size=min_size, max_size=max_size, open=False, kwargs=_options(prepare)
+    )
 
 
 async def discard_broken(pool: AsyncPool) -> None:

@@ -17,6 +17,7 @@ def default_worker_name() -> str:
 
 
 POOLERS = ("none", "transaction")
+PREPARED_STATEMENTS = ("auto", "on", "off")
 
 DATABASE = "database"
 WORKER = "worker"
@@ -52,6 +53,16 @@ class WorkerSettings:
         default="none",
         metavar="none|transaction",
         choices=POOLERS,
+    )
+    prepared_statements: str = setting(
+        "server-side prepared statements on the worker's pool (its claims, outcomes, firing "
+        "and maintenance): parsed once per connection, planned once when "
+        "PostgreSQL's generic plan is as cheap; 'auto': on, unless --pooler transaction "
+        "(PgBouncer before 1.21, or without max_prepared_statements, cannot keep them)",
+        group=DATABASE,
+        default="auto",
+        metavar="auto|on|off",
+        choices=PREPARED_STATEMENTS,
     )
     listen_url: str = setting(
         "connection string for LISTEN (a direct connection to PostgreSQL, past the pooler)",
@@ -204,6 +215,13 @@ class WorkerSettings:
                 f"{label(WorkerSettings, 'lease_seconds')} = {self.lease_seconds:g}, "
                 f"not {self.heartbeat_seconds:g}"
             )
+
+    @property
+    def prepare(self) -> bool:
+        """Whether the worker's connections use server-side prepared statements."""
+        if self.prepared_statements == "auto":
+            return self.pooler != "transaction"
+        return self.prepared_statements == "on"
 
     @property
     def notifications_url(self) -> str:

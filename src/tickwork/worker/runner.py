@@ -223,6 +223,7 @@ class Worker:
             self.settings.database_url,
             min_size=budget.WORKER_POOL_MIN,
             max_size=budget.WORKER_POOL,
+            prepare=self.settings.prepare,
         )
         await self._pool.open(wait=True, timeout=15)
         self._watch.start()

@@ -74,7 +74,8 @@ WITH old AS (
 ),
 moved AS (
     DELETE FROM tickwork.job_counts c USING old WHERE c.ctid = old.ctid
-    RETURNING c.*
+    RETURNING c.minute, c.schedule_namespace, c.schedule_name, c.queue, c.kind, c.outcome,
+              c.jobs, c.timed, c.run_seconds, c.lagged, c.lag_seconds, c.max_lag_seconds
 ),
 merged AS (
     INSERT INTO tickwork.job_counts AS c
