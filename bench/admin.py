@@ -47,7 +47,7 @@ SCOPE = "ns-040,ns-041,ns-042,ns-045,ns-050"
 10, and one with none."""
 SCOPED_READS = [
     "/jobs",
-    "/jobs?kind=kind-7",  # no job of the scope has it: before migration 0025, the whole table
+    "/jobs?kind=kind-7",  # no job of the scope has it: before migration 0024, the whole table
     "/jobs?kind=kind-2",
     "/jobs?kind=kind-2&status=dead",
     "/jobs?namespace=ns-045&kind=kind-7",

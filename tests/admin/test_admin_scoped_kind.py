@@ -1,6 +1,6 @@
 """The jobs page filtered by kind (and no status) within schedule namespaces (a scoped
 reader's, or the one filtered on) walks each namespace through jobs_namespace_kind_idx
-(``job_page_by_kind``, migration 0025). Its pages hold exactly what the page over the whole
+(``job_page_by_kind``, migration 0024). Its pages hold exactly what the page over the whole
 table holds for the same filters, newest first, page after page; never a job of another
 namespace or one enqueued outside any schedule; and ann (team-a only) gets her kind-filtered
 page over the API."""

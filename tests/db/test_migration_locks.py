@@ -44,7 +44,7 @@ REVIEWED: dict[tuple[str, str], str] = {
     " the check)",
     ("0021_flow_rules.sql", "check"): "the new concurrency_limit column is NULL everywhere:"
     " one pass that refuses nothing",
-    ("0025_scoped_kind_index.sql", "index"): "jobs_namespace_kind_idx (jobs of a schedule"
+    ("0024_scoped_kind_index.sql", "index"): "jobs_namespace_kind_idx (jobs of a schedule"
     " namespace, by kind): partial, built under the lock; reads the table once and sorts the"
     " scheduled jobs (1.3-3.4 s at 1,000,000 jobs of which 300,000 scheduled, on a loaded"
     " machine; about ten times that at 10,000,000)",

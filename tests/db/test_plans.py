@@ -19,7 +19,7 @@ reads the table is what made them slow:
 * the console's waiting jobs per queue and namespace with their oldest wait: through the
   available jobs' partial index (jobs_claim_idx), scoped or not;
 * the console's jobs filtered by kind for a scoped reader: a walk per namespace of the scope
-  through jobs_namespace_kind_idx (migration 0025), not the whole table newest first looking
+  through jobs_namespace_kind_idx (migration 0024), not the whole table newest first looking
   for the scope's jobs of that kind (~480 ms at 1,000,000 jobs: bench/admin.py).
 """
 

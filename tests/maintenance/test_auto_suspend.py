@@ -1,4 +1,4 @@
-"""Auto-suspend (spec.suspendAfterFailures, migration 0026): the consecutive occurrences of a
+"""Auto-suspend (spec.suspendAfterFailures, migration 0025): the consecutive occurrences of a
 schedule that end dead are counted where a job's state changes (the jobs' triggers), a success
 resets the count, and at N the schedule stops firing, once, naming the job; a run-now still
 works; resuming (the App, a toggle of spec.suspend) starts the count again; several processes

@@ -1,4 +1,4 @@
-"""Deadlines (spec.deadline, migration 0026): PostgreSQL's deadline of an occurrence against a
+"""Deadlines (spec.deadline, migration 0025): PostgreSQL's deadline of an occurrence against a
 minute-by-minute oracle across daylight saving changes; a fired occurrence is watched, a success
 by its deadline is on time, anything else is late, recorded once on its schedule and counted;
 several worker processes running the duty at once decide each occurrence exactly once; the

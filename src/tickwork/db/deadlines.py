@@ -1,5 +1,5 @@
 """Operations on ``tickwork.occurrence_deadlines`` and the deadline and auto-suspend columns of
-``tickwork.schedules`` (``db/sql/deadlines.sql``, migration 0026; docs/deadlines.md)."""
+``tickwork.schedules`` (``db/sql/deadlines.sql``, migration 0025; docs/deadlines.md)."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ from a manifest, checking them, and their stored form.
 A deadline is either ``succeedWithinSeconds`` (an occurrence must have succeeded that long
 after it) or ``by`` (``HH:MM``, 24-hour: by the next time the wall clock of the schedule's
 ``timeZone`` reaches it after the occurrence). PostgreSQL computes each occurrence's deadline
-when its job is inserted (``tickwork.occurrence_deadline``, migration 0026) and the duty of
+when its job is inserted (``tickwork.occurrence_deadline``, migration 0025) and the duty of
 :mod:`tickwork.maintenance.deadlines` finds the ones missed.
 """
 

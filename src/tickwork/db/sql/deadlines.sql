@@ -1,5 +1,5 @@
 -- Queries on tickwork.occurrence_deadlines and the deadline and auto-suspend columns of
--- tickwork.schedules (migration 0026; docs/deadlines.md). Times come in as %(now)s: NULL means
+-- tickwork.schedules (migration 0025; docs/deadlines.md). Times come in as %(now)s: NULL means
 -- the database clock.
 
 -- name: deadline_lock_due_schedules

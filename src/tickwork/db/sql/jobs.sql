@@ -653,7 +653,7 @@ RETURNING id;
 
 -- name: job_cancel
 -- Cancel a job. An available or waiting one is cancelled at once (a waiting one's dependents
--- with it: trigger jobs_release_dependents, migration 0029). A running one is asked to stop: it
+-- with it: trigger jobs_release_dependents, migration 0027). A running one is asked to stop: it
 -- stays running, holding its concurrency key, until its worker has stopped the task and
 -- records the outcome, or its lease expires (then lease recovery cancels it). The trigger
 -- jobs_notify_cancel_requested tells its worker; the request is not a state change and
@@ -1057,7 +1057,7 @@ LIMIT %(limit)s;
 -- name: job_page_by_kind
 -- job_page filtered by kind within known schedule namespaces (a scoped reader's, or the one
 -- filtered on): each namespace is walked newest first through jobs_namespace_kind_idx
--- (migration 0025) for at most a page, and the walks are merged, so the page costs a few
+-- (migration 0024) for at most a page, and the walks are merged, so the page costs a few
 -- index descents however few of the namespaces' jobs are of that kind. Jobs enqueued outside
 -- any schedule have no namespace: none is listed here (no scoped reader sees them).
 SELECT j.id, j.kind, j.queue, j.status, j.attempt, j.max_attempts, j.priority, j.run_at,

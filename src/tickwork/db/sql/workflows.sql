@@ -1,4 +1,4 @@
--- Small workflows (docs/workflows.md, migration 0029): jobs that wait for other jobs. The
+-- Small workflows (docs/workflows.md, migration 0027): jobs that wait for other jobs. The
 -- edges are rows of tickwork.job_dependencies; a waiting job is released or cancelled by the
 -- trigger jobs_release_dependents when its parents end. Mapped by tickwork.db.workflows.
 
