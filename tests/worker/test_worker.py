@@ -32,7 +32,7 @@ from tickwork.clock import SettableClock
 from tickwork.db import jobs as jobs_db
 from tickwork.db import store
 from tickwork.db import workers as workers_db
-from tickwork.maintenance import claim_floors, gauges, leases, retention
+from tickwork.maintenance import claim_floors, deadlines, gauges, leases, retention
 from tickwork.maintenance import workers as worker_expiry
 from tickwork.maintenance.workers import WorkerExpiryConfig
 from tickwork.worker.runner import Worker
@@ -486,6 +486,7 @@ async def test_each_duty_is_performed_by_one_worker_per_interval(
         worker_expiry.WorkerExpiry,
         claim_floors.ClaimFloors,
         gauges.GaugeSampling,
+        deadlines.DeadlineCheck,
     ):
         monkeypatch.setattr(service, "run_once", counting(service.name, service.run_once))
 
@@ -494,7 +495,10 @@ async def test_each_duty_is_performed_by_one_worker_per_interval(
     every_5s = {"maintenance_seconds": 5, "gauges_seconds": 5}
     w1 = Worker(app, settings(database_url, name="w1", **every_5s), clock=clock)
     w2 = Worker(app, settings(database_url, name="w2", **every_5s), clock=clock)
-    duties = ["claim_floors", "expire_workers", "recover_leases", "retention", "sample_gauges"]
+    duties = [
+        *("check_deadlines", "claim_floors", "expire_workers"),
+        *("recover_leases", "retention", "sample_gauges"),
+    ]
     try:
         async with opened(w1), opened(w2):
             await asyncio.gather(w1.maintain_once(), w2.maintain_once())
