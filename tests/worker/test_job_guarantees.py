@@ -208,6 +208,7 @@ def test_replace_starts_the_new_job_only_once_the_replaced_one_has_stopped(
 
     wait_until_sync(
         lambda: len(schedule_jobs()) >= 2 and _traced(traces, "started", schedule_jobs()[1]["id"]),
+        timeout=60,  # two workers starting and an occurrence 3 s later: slow on a busy machine
         what="the second occurrence's job to start",
     )
     old, new = schedule_jobs()[:2]
