@@ -32,7 +32,7 @@ KIND = "bench.claim"
 
 
 def _fill(conn: psycopg.Connection, busy_jobs: int, keys: int, jobs: int) -> None:
-    conn.execute("TRUNCATE tickwork.jobs")
+    conn.execute("TRUNCATE tickwork.jobs CASCADE")
     conn.execute(
         "INSERT INTO tickwork.jobs (kind, concurrency_key, status, attempt, max_attempts,"
         " picked_by, started_at, lease_expires_at, run_at)"

@@ -103,7 +103,7 @@ def run_once(url: str, way: str, producers: int, seconds: float) -> tuple[float,
     """One round of one way: jobs/s, notifications received/s, and jobs committed per WAL
     flush (1 when every commit flushes alone: serialized; more when commits share one)."""
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("TRUNCATE tickwork.jobs")
+        conn.execute("TRUNCATE tickwork.jobs CASCADE")
         conn.execute("CHECKPOINT")  # each round starts without the previous one's dirty pages
         syncs = _wal_syncs(conn)
     ctx = multiprocessing.get_context("spawn")

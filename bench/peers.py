@@ -100,7 +100,7 @@ def _empty(url: str, *tables: str) -> None:
     tables of a running system: the planner then knows their size instead of guessing it for
     a table never analysed (which gives both systems other plans)."""
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(f"TRUNCATE {', '.join(tables)}")
+        conn.execute(f"TRUNCATE {', '.join(tables)} CASCADE")
         for table in tables:
             conn.execute(f"VACUUM ANALYZE {table}")
 

@@ -263,7 +263,7 @@ def run_setup(direct: str, setup: Setup, args: argparse.Namespace) -> Figures:
     figures = Figures()
     migrate.apply(direct)
     with psycopg.connect(direct, autocommit=True) as conn:
-        conn.execute("TRUNCATE tickwork.jobs")
+        conn.execute("TRUNCATE tickwork.jobs CASCADE")
         conn.execute("DELETE FROM tickwork.workers")
         app = throughput._app(direct)
         for offset in range(0, args.jobs, 10_000):

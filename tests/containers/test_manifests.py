@@ -165,7 +165,7 @@ def test_an_orphan_is_an_active_labelled_job_whose_job_is_finished_or_gone(
             assert orphan is None  # not ours, or not running: left alone
             continue
         status = statuses.get(JobId(int(label)))
-        if status in (JobStatus.AVAILABLE, JobStatus.RUNNING):
+        if status in (JobStatus.AVAILABLE, JobStatus.RUNNING, JobStatus.WAITING):
             assert orphan is None  # its next attempt adopts it
         else:
             expected = manifests.GONE if status is None else status.value

@@ -10,7 +10,9 @@ import argparse
 from tickwork.cli import common, output
 
 
-def register(actions: common.Subcommands) -> None:
+def add_to(actions: common.Subcommands) -> None:
+    """Add ``resume`` to the actions of ``tickwork schedules`` (not a command of its own: no
+    ``register``, which would make it one)."""
     parser = actions.add_parser(
         "resume",
         help="resume a schedule suspended after consecutive dead occurrences",

@@ -116,7 +116,7 @@ def _register_schedules(subcommands: common.Subcommands) -> None:
     common.add_output(parser)
     parser.set_defaults(handler=list_schedules)
     actions = parser.add_subparsers(dest="schedules_action", metavar="ACTION", required=False)
-    schedule_resume.register(actions)
+    schedule_resume.add_to(actions)
 
 
 def _register_preview(subcommands: common.Subcommands) -> None:

@@ -22,7 +22,11 @@
 -- Expand-only: a new status value, a nullable column, new tables, a new trigger.
 ALTER TYPE tickwork.job_status ADD VALUE IF NOT EXISTS 'waiting';
 
-ALTER TABLE tickwork.jobs ADD COLUMN parents_left integer CHECK (parents_left >= 0);
+-- The check is NOT VALID: every existing row has NULL, and validating would scan the table
+-- under the column's ACCESS EXCLUSIVE lock. New and updated rows are checked all the same.
+ALTER TABLE tickwork.jobs ADD COLUMN parents_left integer;
+ALTER TABLE tickwork.jobs
+    ADD CONSTRAINT jobs_parents_left_check CHECK (parents_left >= 0) NOT VALID;
 
 CREATE TABLE tickwork.job_dependencies (
     job_id     bigint NOT NULL REFERENCES tickwork.jobs (id) ON DELETE CASCADE,
