@@ -127,16 +127,26 @@ class Probe:
     url: str
     statement: str
     spans: list[tuple[float, float]] = field(default_factory=list)
+    deadlocks: list[float] = field(default_factory=list)
     stop: threading.Event = field(default_factory=threading.Event)
 
     def run(self) -> None:
         with psycopg.connect(self.url, autocommit=True) as conn:
             while not self.stop.is_set():
                 started = time.monotonic()
-                with conn.transaction(force_rollback=True):
-                    conn.execute(self.statement)
+                try:
+                    with conn.transaction(force_rollback=True):
+                        conn.execute(self.statement)
+                except psycopg.errors.DeadlockDetected:
+                    # A migration locking both tables, against a worker's statement that
+                    # locks them in the other order: PostgreSQL aborts one of the two.
+                    self.deadlocks.append(time.monotonic())
                 self.spans.append((started, time.monotonic()))
                 self.stop.wait(PAUSE)
+
+    def deadlocked(self, start: float, end: float) -> int:
+        """How many of this probe's statements a deadlock aborted within [start, end]."""
+        return sum(start <= at <= end for at in self.deadlocks)
 
     def held_up(self, start: float, end: float) -> float:
         """The longest time one statement of this probe was in flight within [start, end]."""
@@ -197,6 +207,10 @@ def measure(url: str) -> list[tuple[str, float, dict[str, float]]]:
             probe.stop.set()
         for thread in threads:
             thread.join()
+    for name, start, end in windows:
+        for probe_name, probe in probes.items():
+            if aborted := probe.deadlocked(start, end):
+                print(f"  {name}: {aborted} {probe_name} statement(s) aborted by a deadlock")
     return [
         (name, end - start, {n: p.held_up(start, end) for n, p in probes.items()})
         for name, start, end in windows
