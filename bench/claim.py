@@ -23,7 +23,7 @@ import time
 
 import measure
 import psycopg
-from servers import database_server
+import servers
 
 from tickwork.db import jobs as jobs_db
 from tickwork.db import migrate, store
@@ -88,8 +88,9 @@ def main() -> None:
     parser.add_argument("--keys", type=int, default=10)
     parser.add_argument("--jobs", type=int, default=20_000)
     parser.add_argument("--batch", type=int, default=1000)
+    servers.add_arguments(parser)
     args = parser.parse_args()
-    with database_server() as url:
+    with servers.database_server(args.database_url) as url:
         run(url, args.busy_jobs, args.keys, args.jobs, args.batch)
 
 
