@@ -52,6 +52,9 @@ class Parser(argparse.ArgumentParser):
     def parse_known_args(  # type: ignore[override]
         self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
     ) -> tuple[argparse.Namespace, list[str]]:
+        args = sys.argv[1:] if args is None else list(args)
+        if unknown := self._unknown_before_action(args):
+            self.unrecognized(unknown)
         parsed, extras = super().parse_known_args(args, namespace)
         if extras and not hasattr(parsed, _UNRECOGNIZED_BY):
             setattr(parsed, _UNRECOGNIZED_BY, self)  # the innermost: the subcommand's parser
@@ -65,6 +68,23 @@ class Parser(argparse.ArgumentParser):
         if extras:
             parser.unrecognized(extras)
         return parsed
+
+    def _unknown_before_action(self, args: list[str]) -> list[str]:
+        """The unknown options before the action of a command that has actions (``tickwork
+        jobs --limt 3``): argparse would take the value ``3`` for an action and complain of it
+        instead of the misspelt option."""
+        actions = [a for a in self._actions if isinstance(a, argparse._SubParsersAction)]
+        if not actions:
+            return []
+        known = [flag for action in self._actions for flag in action.option_strings]
+        unknown = []
+        for arg in args:
+            if arg in actions[0].choices or arg == "--":
+                break
+            option = arg.partition("=")[0]
+            if arg.startswith("-") and not any(flag.startswith(option) for flag in known):
+                unknown.append(arg)
+        return unknown
 
     def unrecognized(self, extras: list[str]) -> NoReturn:
         """``worker: unrecognized argument --concurency (did you mean `--concurrency`?)``,
@@ -92,6 +112,7 @@ class Parser(argparse.ArgumentParser):
             action.metavar if isinstance(action.metavar, str) else action.dest.upper()
             for action in self._actions
             if not action.option_strings and action.help != argparse.SUPPRESS
+            if action.required  # not an optional action (``tickwork jobs [get]``)
         ]
         words = " ".join([self.prog, "[OPTIONS]", *positionals])
         return f"usage: {words} ({self.prog} --help lists them)"

@@ -18,7 +18,6 @@ import logging
 
 from tickwork.cli import common
 from tickwork.errors import DatabaseUnavailable
-from tickwork.operator import kube, runner
 from tickwork.operator.config import OperatorConfig
 from tickwork.settings import add_arguments
 
@@ -44,6 +43,10 @@ def build_config(args: argparse.Namespace, env: common.Env) -> OperatorConfig:
 
 
 def run(args: argparse.Namespace, env: common.Env) -> int:
+    # Imported here, not at the top: kopf and the Kubernetes client take about 0.3 s to
+    # import, which every command would pay (the parser imports each command's module).
+    from tickwork.operator import kube, runner
+
     config = build_config(args, env)
     if common.configure_logging(args, env).log_level != "debug":
         logging.getLogger("kopf").setLevel(logging.WARNING)

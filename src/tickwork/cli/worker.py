@@ -28,7 +28,6 @@ import traceback
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
-from tickwork import containers
 from tickwork.app import App
 from tickwork.cli import common
 from tickwork.clock import cancel_all
@@ -61,6 +60,10 @@ def run(args: argparse.Namespace, env: common.Env) -> int:
     settings = common.load(WorkerSettings, args, env)
     common.configure_logging(args, env)
     app = load_app(settings.app)
+    # Imported here, not at the top: the Kubernetes client takes about 0.3 s to import, which
+    # every command would pay (the parser imports each command's module).
+    from tickwork import containers
+
     client = containers.connect() if settings.container_jobs else None
     if client is not None:
         containers.register(app, client)
