@@ -188,6 +188,7 @@ def test_workers_ride_out_connections_cut_every_second_or_two(
             assert log.count("action=claim_failed") <= proxy.cuts
             assert log.count("action=heartbeat_failed") <= proxy.cuts
     finally:
+        fleet.stop()  # before the proxy goes: a worker cut off takes 20 s to give up
         proxy.close()
 
 
@@ -301,6 +302,7 @@ def test_a_paused_worker_whose_lease_was_recovered_is_fenced_when_it_resumes(
         by_process = runs_by_process(fleet.runs)
         assert sorted(by_process.get(fleet.processes["w2"].pid, [])) == [(job_id, 2)]
     finally:
+        fleet.stop()  # before the proxy goes: a worker cut off takes 20 s to give up
         proxy.close()
 
 

@@ -177,11 +177,18 @@ Start = Callable[..., subprocess.Popen[str]]
 
 
 @pytest.fixture
-def start(tmp_path: Path) -> Iterator[Start]:
-    """``tickwork worker --app fault_app:app`` as ``key`` (its stderr in ``<tmp>/<key>.log``),
-    with no name of its own unless ``env`` gives one; every one left is stopped after."""
+def fleet(tmp_path: Path) -> Iterator[Fleet]:
+    """The worker processes of a test, each one left stopped after."""
     (tmp_path / "runs").mkdir()
     fleet = Fleet(tmp_path / "runs", tmp_path)
+    yield fleet
+    fleet.stop()
+
+
+@pytest.fixture
+def start(fleet: Fleet) -> Start:
+    """``tickwork worker --app fault_app:app`` as ``key`` (its stderr in ``<tmp>/<key>.log``),
+    with no name of its own unless ``env`` gives one."""
 
     def launch(key: str, database_url: str, **env: str) -> subprocess.Popen[str]:
         variables: dict[str, str | None] = {
@@ -192,8 +199,7 @@ def start(tmp_path: Path) -> Iterator[Start]:
         }
         return fleet.start(key, database_url, variables=variables)
 
-    yield launch
-    fleet.stop()
+    return launch
 
 
 def _log(tmp_path: Path, key: str) -> str:
@@ -209,7 +215,7 @@ def _wait_logged(tmp_path: Path, key: str, needle: str, process: subprocess.Pope
 
 
 def test_two_processes_given_one_pod_name_each_run_their_long_job_exactly_once_through_a_cut(
-    database_url: str, conn: psycopg.Connection, tmp_path: Path, start: Start
+    database_url: str, conn: psycopg.Connection, tmp_path: Path, start: Start, fleet: Fleet
 ) -> None:
     """The issue's case: two processes given one name ($POD_NAME, as a Deployment's name
     would be), a long job in each (running until the test releases it, after the cut: at most
@@ -253,6 +259,7 @@ def test_two_processes_given_one_pod_name_each_run_their_long_job_exactly_once_t
             what="both jobs to succeed",
         )
     finally:
+        fleet.stop()  # before the proxy goes: a worker cut off takes 20 s to give up
         proxy.close()
 
     started = {
