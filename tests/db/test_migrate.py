@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import multiprocessing
 import subprocess
+import threading
+import time
 from typing import Any
 
 import psycopg
@@ -161,3 +163,87 @@ def test_upgrading_from_every_earlier_version_gives_the_same_schema(
     with psycopg.connect(empty_database_url) as conn:
         row = conn.execute("SELECT kind, payload, status FROM tickwork.jobs").fetchone()
     assert row == ("kept", {"n": 1}, "available"), "data written before the upgrade survives"
+
+
+_LOCKS_BOTH = """
+CREATE TABLE tickwork.locks_both_probe (id integer);
+LOCK TABLE tickwork.jobs IN SHARE ROW EXCLUSIVE MODE;
+LOCK TABLE tickwork.schedules IN SHARE ROW EXCLUSIVE MODE;
+"""
+
+
+def _with_extra(monkeypatch: pytest.MonkeyPatch, sql: str) -> migrate.Migration:
+    """A next migration that locks the jobs table, then the schedules table (as one adding a
+    trigger or a foreign key between them does)."""
+    shipped = migrate.available()
+    version = len(shipped) + 1
+    extra = migrate.Migration(version, f"{version:04d}_locks_both.sql", sql)
+    monkeypatch.setattr(migrate, "available", lambda: [*shipped, extra])
+    return extra
+
+
+def _waiting_for(conn: psycopg.Connection[Any], table: str) -> bool:
+    row = conn.execute(
+        "SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = %s::regclass",
+        (table,),
+    ).fetchone()
+    return bool(row and row[0])
+
+
+def _wait_until_waiting(url: str, table: str) -> None:
+    with psycopg.connect(url, autocommit=True) as watcher:
+        deadline = time.monotonic() + 60
+        while not _waiting_for(watcher, table):
+            assert time.monotonic() < deadline, f"nobody came to wait for {table}"
+            time.sleep(0.01)
+
+
+def test_a_migration_deadlocked_with_a_worker_is_rolled_back_and_tried_again(
+    empty_database_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A worker's transaction locks the schedules, then the jobs (as the claim's triggers do);
+    the migration locks the jobs, then the schedules. PostgreSQL aborts one of the two: the
+    migration here (the worker's deadlock_timeout is longer), which is then retried whole
+    instead of failing `tickwork migrate` and the Helm upgrade."""
+    migrate.apply(empty_database_url)
+    extra = _with_extra(monkeypatch, _LOCKS_BOTH)
+    applied: list[list[migrate.Migration]] = []
+    with psycopg.connect(empty_database_url) as worker:
+        worker.execute("SET deadlock_timeout = '60s'")
+        worker.execute("LOCK TABLE tickwork.schedules IN ROW EXCLUSIVE MODE")
+        runner = threading.Thread(target=lambda: applied.append(migrate.apply(empty_database_url)))
+        runner.start()
+        _wait_until_waiting(empty_database_url, "tickwork.schedules")
+        # Closes the cycle; the migration's deadlock check (1 s) aborts it, freeing the jobs.
+        worker.execute("LOCK TABLE tickwork.jobs IN ROW EXCLUSIVE MODE")
+        worker.commit()
+    runner.join(timeout=60)
+    assert applied == [[extra]]
+    assert "aborted by a deadlock (try 1 of" in caplog.text
+    with psycopg.connect(empty_database_url) as conn:
+        assert conn.execute("SELECT to_regclass('tickwork.locks_both_probe')").fetchone() == (
+            "tickwork.locks_both_probe",
+        )
+        assert conn.execute(
+            "SELECT count(*) FROM tickwork.migrations WHERE version = %s", (extra.version,)
+        ).fetchone() == (1,)
+
+
+def test_a_migration_that_never_gets_its_locks_fails_naming_itself_and_applies_nothing(
+    empty_database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long transaction on the jobs table: each try waits at most the lock time-out, and
+    after the last the error names the migration and the cause; nothing of it is kept."""
+    migrate.apply(empty_database_url)
+    extra = _with_extra(monkeypatch, _LOCKS_BOTH)
+    monkeypatch.setattr(migrate, "LOCK_TIMEOUT_MS", 50)
+    monkeypatch.setattr(migrate, "ATTEMPTS", 2)
+    with psycopg.connect(empty_database_url) as long_transaction:
+        long_transaction.execute("LOCK TABLE tickwork.jobs IN ROW EXCLUSIVE MODE")
+        with pytest.raises(MigrationError, match=rf"{extra.name} was aborted by the lock time-out"):
+            migrate.apply(empty_database_url)
+    with psycopg.connect(empty_database_url) as conn:
+        assert conn.execute("SELECT to_regclass('tickwork.locks_both_probe')").fetchone() == (None,)
+        assert conn.execute(
+            "SELECT count(*) FROM tickwork.migrations WHERE version = %s", (extra.version,)
+        ).fetchone() == (0,)
