@@ -23,7 +23,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TextIO
 
-from tickwork import examples, http
+from tickwork import examples, ports
 from tickwork.app import App
 from tickwork.clock import sleep
 from tickwork.db import migrate
@@ -80,9 +80,9 @@ def worker_settings(database_url: str) -> WorkerSettings:
 
 def free_port(preferred: int) -> int:
     """``preferred`` when it is free on :data:`HTTP_HOST`, otherwise the first free one of
-    its fallbacks (:func:`tickwork.http.fallback_ports`: another dev session or a worker may
+    its fallbacks (:func:`tickwork.ports.fallback_ports`: another dev session or a worker may
     hold it), otherwise any free port."""
-    for port in (preferred, *http.fallback_ports(preferred), 0):
+    for port in (preferred, *ports.fallback_ports(preferred), 0):
         with socket.socket() as probe:
             try:
                 probe.bind((HTTP_HOST, port))

@@ -28,10 +28,6 @@ log = logging.getLogger(__name__)
 Liveness = Callable[[], str | None]
 Readiness = Callable[[], Awaitable[str | None]]
 
-ROLE_PORTS = frozenset({9090, 9091, 9092, 9093})
-"""The default HTTP port of each role: worker, console, operator, ``tickwork dev``'s worker."""
-FALLBACK_SPAN = 20
-"""How far past its default port a process looks for a free one (:func:`fallback_ports`)."""
 READINESS_TIMEOUT_SECONDS = 5.0
 SERVER = "tickwork"
 """The ``Server`` header of every answer."""
@@ -115,14 +111,6 @@ async def listen(site: web.TCPSite, host: str, port: int, *, flag: str = "--http
     except OSError as exc:
         reason = exc.strerror or str(exc)
         raise ConfigurationError(f"{flag}: cannot listen on {host}:{port}: {reason}") from None
-
-
-def fallback_ports(default: int) -> tuple[int, ...]:
-    """Where a process whose *default* port is in use listens instead, in order: the next
-    :data:`FALLBACK_SPAN` ports but the other roles' defaults (a second worker on one machine
-    moves to 9094, leaving the console its 9091). A port given explicitly never moves."""
-    following = range(default + 1, default + 1 + FALLBACK_SPAN)
-    return tuple(port for port in following if port not in ROLE_PORTS)
 
 
 async def listen_first_free(

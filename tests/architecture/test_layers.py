@@ -146,6 +146,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     (
         "tickwork.model",
         "tickwork.progress",
+        "tickwork.ports",
         "tickwork.clock",
         "tickwork.settings",
         "tickwork.logs",

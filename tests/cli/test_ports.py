@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.test_cli import TICKWORK, _env, one_line_error, tickwork_cmd
-from tickwork import devmode, http
+from tickwork import devmode, http, ports
 from tickwork.admin.settings import AdminSettings
 from tickwork.errors import ConfigurationError
 from tickwork.operator.config import OperatorConfig
@@ -35,21 +35,21 @@ STOP_DEADLINE = 30.0
 
 
 def test_the_roles_default_to_different_ports() -> None:
-    ports = {
+    defaults = {
         WorkerSettings(database_url="x", app="a:b").http_port,
         AdminSettings().port,
         OperatorConfig("x").http_port,
         devmode.HTTP_PORT,
     }
-    assert ports == {9090, 9091, 9092, 9093} == http.ROLE_PORTS
+    assert defaults == {9090, 9091, 9092, 9093} == ports.ROLE_PORTS
 
 
-@pytest.mark.parametrize("default", sorted(http.ROLE_PORTS))
+@pytest.mark.parametrize("default", sorted(ports.ROLE_PORTS))
 def test_a_default_port_moves_past_the_other_roles_defaults_and_not_far(default: int) -> None:
-    fallbacks = http.fallback_ports(default)
+    fallbacks = ports.fallback_ports(default)
     assert fallbacks[0] == 9094, "never onto another role's default"
-    assert list(fallbacks) == sorted(fallbacks) and not set(fallbacks) & http.ROLE_PORTS
-    assert max(fallbacks) == default + http.FALLBACK_SPAN
+    assert list(fallbacks) == sorted(fallbacks) and not set(fallbacks) & ports.ROLE_PORTS
+    assert max(fallbacks) == default + ports.FALLBACK_SPAN
 
 
 @contextmanager
@@ -231,7 +231,7 @@ def test_dev_two_workers_and_the_console_with_defaults_all_run_on_one_machine(
                 port = int(line["port"])
                 if ours[default]:
                     assert f"({default} in use)" in line.string, line.string
-                    assert port in http.fallback_ports(default)
+                    assert port in ports.fallback_ports(default)
                 addresses.append((line["host"], port))
                 if args[0] == "dev":  # it prints where before it serves: its view runs after
                     process.wait_for(DEV_SERVING)

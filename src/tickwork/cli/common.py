@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import NoReturn, TypeAlias, TypeVar
 
-from tickwork import http, logs, settings
+from tickwork import logs, ports, settings
 from tickwork.app import App
 from tickwork.db import connections
 from tickwork.errors import ConfigurationError, did_you_mean
@@ -189,12 +189,12 @@ def source(cls: type, name: str, args: argparse.Namespace, env: Env) -> str | No
 
 def port_fallbacks(cls: type, name: str, args: argparse.Namespace, env: Env) -> tuple[int, ...]:
     """Where HTTP port setting ``name`` may move while it is in use: only a default port
-    moves (a second worker on a laptop, :func:`tickwork.http.fallback_ports`); a port given
+    moves (a second worker on a laptop, :func:`tickwork.ports.fallback_ports`); a port given
     by flag or variable fails instead, for Kubernetes probes rely on it."""
     if source(cls, name, args, env) is not None:
         return ()
     default: int = getattr(cls, name)  # a dataclass field's default
-    return http.fallback_ports(default)
+    return ports.fallback_ports(default)
 
 
 def database_url(args: argparse.Namespace, env: Env) -> str:
