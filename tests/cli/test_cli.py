@@ -1,4 +1,4 @@
-"""The ``tickwork`` command as users run it: a subprocess against a real database."""
+"""The ``tickwork`` command as users run it: a process of its own against a real database."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ import pytest
 
 import tickwork
 from tests.support import helpers
+from tests.support.cli_fork import run_tickwork
 from tickwork.db import store
 from tickwork.db import workers as workers_db
 
@@ -39,14 +40,9 @@ TIMESTAMP_KEYS = ("run_at", "created_at", "started_at", "finished_at", "occurren
 def tickwork_cmd(
     *args: str, database_url: str | None = None, **env: str
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``tickwork ARGS`` with ``TICKWORK_DATABASE_URL`` set to ``database_url`` only."""
-    return subprocess.run(
-        [TICKWORK, *args],
-        env=_env(database_url, **env),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    """Run ``tickwork ARGS`` with ``TICKWORK_DATABASE_URL`` set to ``database_url`` only, in a
+    process of its own (tests/support/cli_fork.py)."""
+    return run_tickwork(args, _env(database_url, **env))
 
 
 def _env(database_url: str | None, **extra: str) -> dict[str, str]:

@@ -20,8 +20,9 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 import tickwork
 from tests.db.fault_app import TICK, WORK
-from tests.db.fault_helpers import TICKWORK, Fleet, runs
+from tests.db.fault_helpers import Fleet, runs
 from tests.support.binaries import Unavailable, pgbouncer
+from tests.support.cli_fork import run_tickwork
 from tests.support.helpers import free_port, wait_until_sync
 
 JOBS = 200
@@ -94,7 +95,7 @@ def _answers(url: str) -> bool:
 def _cli(*args: str, url: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TICKWORK_")}
     env["TICKWORK_DATABASE_URL"] = url
-    return subprocess.run([TICKWORK, *args], env=env, capture_output=True, text=True, timeout=60)
+    return run_tickwork(args, env)
 
 
 def test_every_role_works_through_pgbouncer_in_transaction_mode(

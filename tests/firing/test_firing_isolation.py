@@ -29,6 +29,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import tickwork
 from tests.operator.harness import Cluster, OperatorFactory, row
+from tests.support.cli_fork import run_tickwork
 from tests.support.helpers import free_port, scalar, wait_until, wait_until_sync
 from tests.support.schedule_helpers import cron, every
 from tickwork.maintenance import firing
@@ -164,13 +165,7 @@ def _failures_exported(ports: dict[str, int], name: str) -> float:
 
 
 def _tickwork(database_url: str, *args: str) -> str:
-    result = subprocess.run(
-        [TICKWORK, *args],
-        env={"PATH": "/usr/bin:/bin", "TICKWORK_DATABASE_URL": database_url},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    result = run_tickwork(args, {"PATH": "/usr/bin:/bin", "TICKWORK_DATABASE_URL": database_url})
     assert result.returncode == 0, result.stderr
     return result.stdout
 

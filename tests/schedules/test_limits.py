@@ -9,8 +9,7 @@ on time."""
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import sys
+import os
 from datetime import datetime, timedelta
 from itertools import count
 from pathlib import Path
@@ -25,6 +24,7 @@ from psycopg.rows import dict_row
 
 import tickwork
 from tests.schedules import limit_helpers, limit_strategies
+from tests.support.cli_fork import run_tickwork
 from tickwork.clock import SettableClock
 from tickwork.maintenance import firing
 from tickwork.schedules import limits
@@ -36,7 +36,6 @@ HOSTILE = "hostile"
 NEIGHBOUR = "neighbour"
 RAW = "RAW-YAML-GOES-HERE"
 """A placeholder replaced by raw YAML text (what ``yaml.safe_dump`` cannot write)."""
-TICKWORK = str(Path(sys.executable).parent / "tickwork")
 
 RAW_VALUES = [
     "9" * 5000,  # more digits than Python converts
@@ -205,11 +204,8 @@ def test_the_real_command_prints_one_line_and_no_traceback(
         file.write_bytes(content)
     else:
         file.write_text(content)
-    result = subprocess.run(
-        [TICKWORK, "sync", "ns", "-f", str(file), "--database-url", database_url],
-        capture_output=True,
-        text=True,
-        timeout=60,
+    result = run_tickwork(
+        ["sync", "ns", "-f", str(file), "--database-url", database_url], os.environ
     )
     assert result.returncode == 1, result
     assert "Traceback" not in result.stderr

@@ -25,6 +25,7 @@ import pytest
 from psycopg.rows import dict_row
 
 import tickwork
+from tests.support.cli_fork import run_tickwork
 from tests.support.helpers import wait_until_sync
 from tests.worker.guarantee_app import CLEANUP_SECONDS, HOLD, ORPHAN, QUICK
 from tickwork.schedules.definition import ScheduleDefinition
@@ -150,13 +151,12 @@ def test_a_cancelled_running_job_keeps_its_key_until_its_worker_has_stopped_it(
     finally:
         app.close()
 
-    out = subprocess.run(
-        [TICKWORK, "cancel", str(first), "--reason", "test"],
-        env={**os.environ, "TICKWORK_DATABASE_URL": database_url},
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    cancelled = run_tickwork(
+        ["cancel", str(first), "--reason", "test"],
+        {**os.environ, "TICKWORK_DATABASE_URL": database_url},
+    )
+    assert cancelled.returncode == 0, cancelled.stderr
+    out = cancelled.stdout
     asked = time.time()  # once the command has committed (it may take seconds to start)
     assert "asked to stop" in out
     # Reached through the notification: the heartbeat is 20 s away.
