@@ -24,7 +24,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 import tickwork
-from tests.support import helpers
+from tests.support import forking, helpers
 from tickwork import logs
 from tickwork.clock import SettableClock
 from tickwork.db import migrate
@@ -62,6 +62,12 @@ def _logging_left_as_found() -> Iterator[None]:
     for handler in [h for h in root.handlers if isinstance(h.formatter, logs.KeyValueFormatter)]:
         root.removeHandler(handler)
     root.setLevel(level)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """The server the multi-process tests fork from starts now, with the environment as the
+    test process was given it: started later, it would keep whatever a test had patched."""
+    forking.start_server()
 
 
 @pytest.fixture(scope="session")

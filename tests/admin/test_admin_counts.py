@@ -8,7 +8,6 @@ keep."""
 from __future__ import annotations
 
 import json
-import multiprocessing
 import re
 from collections.abc import Iterator
 from datetime import datetime, timedelta
@@ -22,6 +21,7 @@ from aiohttp.test_utils import TestClient
 import tickwork
 from tests.admin.admin_helpers import OPERATOR
 from tests.cli.test_cli import ok, tickwork_cmd
+from tests.support.forking import process_context
 from tests.support.helpers import (
     MP_KIND,
     recorded_ids,
@@ -42,7 +42,7 @@ RUNS = 500
 def workers(database_url: str, tmp_path: Path) -> Iterator[list[Any]]:
     """Two worker processes (spawned, as in production), each running retention every 0.5 s;
     stopped by their own pids at the end."""
-    ctx = multiprocessing.get_context("spawn")
+    ctx = process_context()
     overrides = {"concurrency": 10, "claim_batch": 50, "maintenance_seconds": 0.5}
     started = [
         ctx.Process(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import multiprocessing
 import subprocess
 import threading
 import time
@@ -11,6 +10,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from tests.support.forking import process_context
 from tickwork.db import migrate
 from tickwork.db.embedded import find_bindir
 from tickwork.errors import MigrationError
@@ -101,7 +101,7 @@ def test_a_changed_applied_migration_is_refused(empty_database_url: str) -> None
 
 
 def test_concurrent_applies_apply_each_migration_once(empty_database_url: str) -> None:
-    spawn = multiprocessing.get_context("spawn")
+    spawn = process_context()
     barrier, results = spawn.Barrier(4), spawn.Queue()
     processes = [
         spawn.Process(target=_apply_together, args=(empty_database_url, barrier, results))

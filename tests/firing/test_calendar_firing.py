@@ -5,7 +5,6 @@ stretch moves past it; after endTime the schedule has no next run and fires noth
 
 from __future__ import annotations
 
-import multiprocessing
 from datetime import timedelta
 from typing import Any
 
@@ -13,6 +12,7 @@ import psycopg
 import pytest
 
 import tickwork
+from tests.support.forking import process_context
 from tests.support.helpers import T0, stop_processes
 from tests.support.schedule_helpers import (
     NS,
@@ -71,7 +71,7 @@ def test_racing_processes_catch_up_an_outage_without_an_excluded_occurrence(
     )
     app.sync_schedules(NS, [definition])
     back = (T0 + timedelta(days=3, minutes=30)).isoformat()
-    ctx = multiprocessing.get_context("spawn")
+    ctx = process_context()
     processes = [
         ctx.Process(target=fire_in_process, args=(database_url, back), daemon=True)
         for _ in range(4)

@@ -5,7 +5,6 @@ namespaces through a backlog at every due instant do too."""
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import signal
 from collections.abc import Iterator
@@ -16,6 +15,7 @@ import psycopg
 import pytest
 
 import tickwork
+from tests.support.forking import process_context
 from tests.support.helpers import stop_processes, wait_until_sync
 from tests.support.schedule_helpers import (
     NS,
@@ -56,7 +56,7 @@ CREATE TRIGGER freeze_updates BEFORE UPDATE ON tickwork.schedules
 @pytest.fixture
 def start(database_url: str) -> Iterator[Start]:
     """Start a spawned process; those still alive at the end are stopped by their own pid."""
-    ctx = multiprocessing.get_context("spawn")
+    ctx = process_context()
     started: list[Any] = []
 
     def launch(target: Any, *args: Any) -> Any:

@@ -5,7 +5,6 @@ from however many processes at once, and after retention has deleted the job."""
 
 from __future__ import annotations
 
-import multiprocessing
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,6 +13,7 @@ import pytest
 from psycopg.rows import dict_row
 
 import tickwork
+from tests.support.forking import process_context
 from tests.support.helpers import stop_processes, wait_until_sync
 from tests.support.schedule_helpers import NS, cron, jobs
 from tickwork.admin import actions
@@ -83,7 +83,7 @@ def _trigger_in_process(database_url: str, request_id: str, results: Any) -> Non
 
 @pytest.fixture
 def spawn() -> Iterator[Any]:
-    ctx = multiprocessing.get_context("spawn")
+    ctx = process_context()
     started: list[Any] = []
     results = ctx.Queue()
 

@@ -7,13 +7,13 @@ ending jobs at once suspend it once. Real PostgreSQL, pinned times."""
 from __future__ import annotations
 
 import asyncio
-import multiprocessing
 from typing import Any
 
 import psycopg
 import pytest
 
 import tickwork
+from tests.support.forking import process_context
 from tests.support.helpers import running, settings, wait_status
 from tests.support.schedule_helpers import NS, T0, at, cron, fire, jobs
 from tickwork.errors import InvalidTransition, ScheduleNotFound
@@ -204,7 +204,7 @@ def test_processes_ending_the_nth_failure_at_once_suspend_it_once(
     conn.execute(SUSPENSIONS)
     _occurrence(conn, 1, "dead")
     open_ids = [_occurrence(conn, hour, "available") for hour in range(2, 8)]
-    spawn = multiprocessing.get_context("spawn")
+    spawn = process_context()
     barrier = spawn.Barrier(len(open_ids))
     processes = [
         spawn.Process(target=_end_in_process, args=(database_url, job_id, barrier))

@@ -7,7 +7,6 @@ Late state clears with the next success. Real PostgreSQL, pinned times."""
 from __future__ import annotations
 
 import asyncio
-import multiprocessing
 from datetime import UTC, datetime, time, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -19,6 +18,7 @@ from hypothesis import strategies as st
 from psycopg.rows import dict_row
 
 import tickwork
+from tests.support.forking import process_context
 from tests.support.schedule_helpers import NS, T0, at, cron, fire
 from tickwork import metrics
 from tickwork.db import schedules as schedules_db
@@ -276,7 +276,7 @@ def test_workers_racing_on_the_duty_decide_each_occurrence_once(
     for job in jobs[::3]:  # a third succeed in time, the rest are late
         _end(conn, job, "succeeded", T0)
     late = len(jobs) - len(jobs[::3])
-    spawn = multiprocessing.get_context("spawn")
+    spawn = process_context()
     results, barrier = spawn.Queue(), spawn.Barrier(4)
     processes = [
         spawn.Process(target=_race, args=(database_url, at(3 * 3600).isoformat(), results, barrier))

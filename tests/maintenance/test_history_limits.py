@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import multiprocessing
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -25,6 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tickwork
+from tests.support.forking import process_context
 from tests.support.helpers import T0, claim, scalar
 from tickwork.db import jobs as jobs_db
 from tickwork.db import migrate, store
@@ -395,7 +395,7 @@ def test_two_retention_processes_racing_never_delete_within_the_limits(
     ]
     first, rest = plan[:120], plan[120:]
     ids = end_jobs(conn, first)
-    spawn = multiprocessing.get_context("spawn")
+    spawn = process_context()
     start = spawn.Event()
     racers = [
         spawn.Process(target=retention_process, args=(database_url, start, 40)) for _ in range(2)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import multiprocessing
 import os
 import signal
 import socket
@@ -28,6 +27,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 import tickwork
+from tests.support.forking import process_context
 from tickwork.clock import SettableClock
 from tickwork.db import jobs as jobs_db
 from tickwork.db import store
@@ -320,10 +320,10 @@ StartWorker = Callable[[str, dict[str, Any]], Any]
 
 
 def spawned_workers(database_url: str, record_dir: Path) -> Iterator[StartWorker]:
-    """A fixture's body: start worker processes (spawned: a fresh interpreter, as in
-    production) running :func:`serve_worker`; every one still alive at the end is stopped, by
-    its own pid."""
-    ctx = multiprocessing.get_context("spawn")
+    """A fixture's body: start worker processes (each a process of its own:
+    tests/support/forking.py) running :func:`serve_worker`; every one still alive at the end
+    is stopped, by its own pid."""
+    ctx = process_context()
     started: list[Any] = []
 
     def start(name: str, overrides: dict[str, Any]) -> Any:
