@@ -20,6 +20,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from hypothesis import settings
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
@@ -62,6 +63,12 @@ def _logging_left_as_found() -> Iterator[None]:
     for handler in [h for h in root.handlers if isinstance(h.formatter, logs.KeyValueFormatter)]:
         root.removeHandler(handler)
     root.setLevel(level)
+
+
+settings.register_profile("suite", deadline=None)
+settings.load_profile("suite")
+"""Hypothesis's per-example deadline (200 ms) is a timed assertion: a garbage collection or a
+busy machine fails an example that took 0.02 ms on the retry. No test here sets one."""
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
