@@ -16,9 +16,11 @@
 -- have work, and the counts' upsert.
 --
 -- The four functions stay (expand-only; no trigger calls them): a later release drops them.
--- CREATE TRIGGER takes a SHARE ROW EXCLUSIVE lock on tickwork.jobs for a moment (no scan);
--- the four are dropped and the one created in the same transaction, so no statement runs
--- between them with neither.
+-- DROP TRIGGER takes an ACCESS EXCLUSIVE lock on tickwork.jobs, CREATE TRIGGER a SHARE ROW
+-- EXCLUSIVE one, each without a scan: the migration waits for the statements running on the
+-- table (at most the runner's lock time-out, then it is retried) and holds them up for the
+-- moment it takes to commit. The four are dropped and the one created in one transaction, so
+-- no statement runs with neither.
 
 DROP TRIGGER jobs_counted ON tickwork.jobs;
 DROP TRIGGER jobs_release_dependents ON tickwork.jobs;
