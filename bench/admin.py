@@ -130,7 +130,7 @@ LOAD = [
     ),
     (
         "job counts",
-        # what the trigger jobs_counted would have written as these jobs ended, from two
+        # what the trigger jobs_ended would have written as these jobs ended, from two
         # worker connections (shards)
         """
         INSERT INTO tickwork.job_counts (minute, schedule_namespace, schedule_name, queue, kind,

@@ -12,7 +12,7 @@ with its default durability (see servers.py). Prints the enqueue
 rate, the drain rate (jobs/s from the first claim to the last success), the workers' CPU
 time per job (their start-up included) and the PostgreSQL server's CPU time per job while
 they drained (when it runs on this host); with --compare, the medians of them with job metrics
-(or, with --cost counts, the trigger jobs_counted that writes tickwork.job_counts, disabled
+(or, with --cost counts, the trigger jobs_ended that writes tickwork.job_counts, disabled
 for the "off" rounds; with --cost limits, a concurrency limit and a rate on the queue, too
 high to hold a job back, set for the "on" rounds; with --cost tenants, the jobs spread over 10
 schedule namespaces for the "on" rounds, so that each claim shares its batch between 10
@@ -103,7 +103,7 @@ def run(
     tenants: int = 0,
 ) -> tuple[float, float, float | None]:
     """One round; returns the drain rate (jobs/s), the workers' CPU µs per job and the
-    server's (None: not on this host). ``counted``: the trigger jobs_counted is enabled;
+    server's (None: not on this host). ``counted``: the trigger jobs_ended is enabled;
     ``limited``: the queue has a concurrency limit and a rate that never hold a job back
     (100,000 running, 1,000,000/s), so every claim takes the path of a limited queue;
     ``tenants``: more than 1 spreads the jobs over that many schedule namespaces (as jobs of a
@@ -114,7 +114,7 @@ def run(
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("TRUNCATE tickwork.jobs, tickwork.job_counts, tickwork.flow_rules CASCADE")
         switch = "ENABLE" if counted else "DISABLE"
-        conn.execute(f"ALTER TABLE tickwork.jobs {switch} TRIGGER jobs_counted")
+        conn.execute(f"ALTER TABLE tickwork.jobs {switch} TRIGGER jobs_ended")
     app = _app(url)
     if limited:
         app.set_limit("queue", "default", max_running=100_000, rate="1000000/s", actor="bench")
@@ -240,7 +240,8 @@ def main() -> None:
         choices=("metrics", "counts", "limits", "tenants"),
         default="metrics",
         help="what --compare turns off and on: the workers' job metrics (default), the "
-        "trigger jobs_counted that counts how jobs end (tickwork.job_counts), or a limit and "
+        "trigger jobs_ended that counts how jobs end (tickwork.job_counts; for these jobs, of no "
+        "schedule and no dependent, all it does), or a limit and "
         "a rate on the queue too high to hold a job back (the claims' cost of a limited queue), "
         f"or the jobs spread over {TENANTS} tenants instead of one (fair claiming's cost)",
     )

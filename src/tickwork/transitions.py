@@ -18,7 +18,7 @@ the Replace policy end jobs in batches too.
 
 What the end of a schedule's job does to its schedule (last status and success, a FixedDelay
 schedule's next run, the carried state) happens in one place for every outcome: the
-statement-level trigger ``jobs_schedule_ended`` (migration 0009), not Python. Jobs end in many
+statement-level trigger ``jobs_ended`` (migrations 0009, 0028), not Python. Jobs end in many
 statements — a worker's batch of successes, a failure on the last attempt, a stop honoured,
 lease recovery, an operator's cancel, Replace — and a trigger cannot be forgotten by any of
 them, whereas a Python write would have to follow each one (as the worker's success write

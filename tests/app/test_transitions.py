@@ -1,7 +1,7 @@
 """The job transitions (tickwork.transitions), one way whoever asks: the App and the console
 write the same audit record and raise the same errors, a request id makes an App action
 idempotent as it does a console one; and the end of a schedule's job updates its schedule in
-one place (the trigger jobs_schedule_ended), for a batch of successes as for one cancel."""
+one place (the trigger jobs_ended), for a batch of successes as for one cancel."""
 
 from __future__ import annotations
 

@@ -303,7 +303,7 @@ async def test_a_pruned_fixed_delay_schedule_records_its_cancelled_job_and_stays
     aconn: psycopg.AsyncConnection[Any],
     clock: SettableClock,
 ) -> None:
-    """The trigger jobs_schedule_ended sees the cancel after the disable: the schedule's last
+    """The trigger jobs_ended sees the cancel after the disable: the schedule's last
     job status is cancelled, and a FixedDelay schedule gets no next run from its job's end."""
     clock.set(at(0))
     app.sync_schedules(NS, [every("after", 60, interval_mode=IntervalMode.FIXED_DELAY)])

@@ -1,9 +1,9 @@
 """Operations on ``tickwork.job_counts`` (``db/sql/job_counts.sql``, migration 0017): the rollup
 of how jobs ended, per minute, schedule, queue, kind and outcome, which the trigger
-``jobs_counted`` writes in the statement that ends them. What users count (the console's charts,
-queue and schedule totals, success rates, ``tickwork schedules``) is read here, never from job
-rows, which retention and the schedules' history limits delete; retention deletes these counts
-after ``--stats-retention-seconds``."""
+``jobs_ended`` (migrations 0017, 0028) writes in the statement that ends them. What users
+count (the console's charts, queue and schedule totals, success rates, ``tickwork
+schedules``) is read here, never from job rows, which retention and the schedules' history
+limits delete; retention deletes these counts after ``--stats-retention-seconds``."""
 
 from __future__ import annotations
 

@@ -226,7 +226,7 @@ class Outcomes:
         async def write() -> set[JobId]:
             async with self._pool().connection() as conn:
                 # Each job's result (a schedule job's is its schedule's carried state: the
-                # jobs_schedule_ended trigger) and last progress, in the outcome's statement.
+                # jobs_ended trigger) and last progress, in the outcome's statement.
                 results, errors, reported = {}, {}, []
                 for job in jobs:
                     held = self._held.get(job.id)

@@ -2,4 +2,4 @@
 run by the same claim. :mod:`.after` enqueues a job with ``after=[ids]``; :mod:`.graph`
 checks a small graph of named steps (a task's :meth:`~tickwork.model.Job` spawn, a Schedule's
 ``spec.steps``) and orders it. Releasing and cancelling dependents when their parents end is
-the database's: the trigger ``jobs_release_dependents`` (migration 0027)."""
+the database's: the trigger ``jobs_ended`` (migrations 0027, 0028)."""

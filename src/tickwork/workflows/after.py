@@ -4,7 +4,7 @@ between that read and the insert; each must exist in the new job's own tenant (a
 another tenant is refused exactly like an unknown one). The new jobs start ``waiting`` while
 a parent has not succeeded, ``available`` when every parent already has, and ``cancelled``
 (naming the parent) when one already ended dead or cancelled — what the trigger
-``jobs_release_dependents`` would have done had they been enqueued earlier."""
+``jobs_ended`` would have done had they been enqueued earlier."""
 
 from __future__ import annotations
 
