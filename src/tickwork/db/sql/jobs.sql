@@ -276,18 +276,22 @@ urgent AS MATERIALIZED (
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 ),
-tenants(queue, tenant) AS (  -- per queue served, its tenants with waiting jobs of priority 0
-    SELECT q.queue,
+tenants(queue, kind, tenant) AS (  -- per queue and kind served, its tenants with waiting
+    -- jobs of priority 0, skipping through jobs_tenant_kind_idx: jobs of kinds not served are
+    -- never read (firing's jobs, a queue's other workers' kinds)
+    SELECT q.queue, k.kind,
            (SELECT coalesce(j.schedule_namespace, '') FROM tickwork.jobs j
             WHERE j.status = 'available' AND j.priority = 0 AND j.queue = q.queue
+              AND j.kind = k.kind
               AND j.run_at >= (SELECT run_at FROM floor)
             ORDER BY coalesce(j.schedule_namespace, '') LIMIT 1)
     FROM unnest((SELECT queues FROM served)) AS q(queue)
-    WHERE (SELECT cardinality(kinds) FROM served) > 0
+    CROSS JOIN unnest((SELECT kinds FROM served)) AS k(kind)
     UNION ALL
-    SELECT t.queue,
+    SELECT t.queue, t.kind,
            (SELECT coalesce(j.schedule_namespace, '') FROM tickwork.jobs j
             WHERE j.status = 'available' AND j.priority = 0 AND j.queue = t.queue
+              AND j.kind = t.kind
               AND coalesce(j.schedule_namespace, '') > t.tenant
               AND j.run_at >= (SELECT run_at FROM floor)
             ORDER BY coalesce(j.schedule_namespace, '') LIMIT 1)
@@ -295,55 +299,87 @@ tenants(queue, tenant) AS (  -- per queue served, its tenants with waiting jobs 
     WHERE t.tenant IS NOT NULL
 ),
 weighted AS (  -- each tenant's whole share of what priority 0 may take, and its draw
-    SELECT queue, tenant, weight,
+    SELECT queue, tenant, kinds, weight,
            floor(taken * weight / sum(weight) OVER ())::integer AS share,
            row_number() OVER (ORDER BY -ln(1.0 - random()) / weight::float8) AS draw,
            taken
-    FROM (SELECT t.queue, t.tenant, coalesce(r.weight, 1)::numeric AS weight,
+    FROM (SELECT t.queue, t.tenant, array_agg(t.kind ORDER BY t.kind) AS kinds,
+                 coalesce(min(r.weight), 1)::numeric AS weight,
                  %(limit)s - (SELECT count(*) FROM urgent) AS taken
           FROM tenants t
           LEFT JOIN tickwork.flow_rules r ON r.scope = 'namespace' AND r.name = t.tenant
           WHERE t.tenant IS NOT NULL
-            AND t.tenant <> ALL((SELECT shut_namespaces FROM served)::text[])) AS w
+            AND t.tenant <> ALL((SELECT shut_namespaces FROM served)::text[])
+          GROUP BY t.queue, t.tenant) AS w
 ),
 shares AS MATERIALIZED (  -- the remainder goes one each to the first tenants drawn
-    SELECT queue, tenant,
+    SELECT queue, tenant, kinds,
            share + CASE WHEN draw <= taken - sum(share) OVER () THEN 1 ELSE 0 END AS share
     FROM weighted
 ),
-fair AS MATERIALIZED (
+fair AS MATERIALIZED (  -- each tenant's share, oldest first among the kinds it has waiting:
+    -- one kind (the usual case) from its range of jobs_tenant_kind_idx, several from its
+    -- range of jobs_tenant_idx (the jobs of its other kinds passed over)
     SELECT f.*
     FROM shares s
     CROSS JOIN LATERAL (
-        SELECT j.id, j.ctid AS row_id, j.priority, j.run_at, j.concurrency_key,
-               j.concurrency_limit, j.queue, j.kind, j.schedule_namespace
-        FROM tickwork.jobs j
-        WHERE j.status = 'available'
-          AND j.priority = 0
-          AND j.queue = s.queue
-          AND coalesce(j.schedule_namespace, '') = s.tenant
-          AND j.run_at <= coalesce(%(now)s, now())
-          AND j.run_at >= (SELECT run_at FROM floor)
-          AND j.kind = ANY((SELECT kinds FROM served)::text[])
-          AND (j.concurrency_key IS NULL
-               OR j.concurrency_key NOT IN (SELECT concurrency_key FROM full_keys))
-          AND (NOT EXISTS (SELECT FROM spent) OR (
-              SELECT count(*) FROM spent k
-              WHERE k.name = CASE k.scope WHEN 'queue' THEN j.queue WHEN 'kind' THEN j.kind
-                                          ELSE j.schedule_namespace END
-                AND k.key = left(coalesce(j.payload ->> k.rate_key, ''), 200)) = 0)
-        ORDER BY j.run_at, j.id
-        LIMIT s.share
-        FOR UPDATE SKIP LOCKED
+        SELECT * FROM (
+            SELECT j.id, j.ctid AS row_id, j.priority, j.run_at, j.concurrency_key,
+                   j.concurrency_limit, j.queue, j.kind, j.schedule_namespace
+            FROM tickwork.jobs j
+            WHERE cardinality(s.kinds) = 1
+              AND j.status = 'available'
+              AND j.priority = 0
+              AND j.queue = s.queue
+              AND j.kind = s.kinds[1]
+              AND coalesce(j.schedule_namespace, '') = s.tenant
+              AND j.run_at <= coalesce(%(now)s, now())
+              AND j.run_at >= (SELECT run_at FROM floor)
+              AND (j.concurrency_key IS NULL
+                   OR j.concurrency_key NOT IN (SELECT concurrency_key FROM full_keys))
+              AND (NOT EXISTS (SELECT FROM spent) OR (
+                  SELECT count(*) FROM spent k
+                  WHERE k.name = CASE k.scope WHEN 'queue' THEN j.queue WHEN 'kind' THEN j.kind
+                                              ELSE j.schedule_namespace END
+                    AND k.key = left(coalesce(j.payload ->> k.rate_key, ''), 200)) = 0)
+            ORDER BY j.run_at, j.id
+            LIMIT s.share
+            FOR UPDATE SKIP LOCKED
+        ) AS one_kind
+        UNION ALL
+        SELECT * FROM (
+            SELECT j.id, j.ctid AS row_id, j.priority, j.run_at, j.concurrency_key,
+                   j.concurrency_limit, j.queue, j.kind, j.schedule_namespace
+            FROM tickwork.jobs j
+            WHERE cardinality(s.kinds) > 1
+              AND j.status = 'available'
+              AND j.priority = 0
+              AND j.queue = s.queue
+              AND coalesce(j.schedule_namespace, '') = s.tenant
+              AND j.run_at <= coalesce(%(now)s, now())
+              AND j.run_at >= (SELECT run_at FROM floor)
+              AND j.kind = ANY(s.kinds)
+              AND (j.concurrency_key IS NULL
+                   OR j.concurrency_key NOT IN (SELECT concurrency_key FROM full_keys))
+              AND (NOT EXISTS (SELECT FROM spent) OR (
+                  SELECT count(*) FROM spent k
+                  WHERE k.name = CASE k.scope WHEN 'queue' THEN j.queue WHEN 'kind' THEN j.kind
+                                              ELSE j.schedule_namespace END
+                    AND k.key = left(coalesce(j.payload ->> k.rate_key, ''), 200)) = 0)
+            ORDER BY j.run_at, j.id
+            LIMIT s.share
+            FOR UPDATE SKIP LOCKED
+        ) AS kinds
     ) f
     WHERE s.share > 0
     LIMIT %(limit)s  -- the shares add up to at most this: it tells the planner so
 ),
-usual AS MATERIALIZED (  -- what the shares left, oldest first
+usual AS MATERIALIZED (  -- what the shares left, oldest first; no scan when no tenant has
+    -- waiting jobs of the kinds served (the walk above saw every job this scan could take)
     SELECT id, ctid AS row_id, priority, run_at, concurrency_key, concurrency_limit,
            queue, kind, schedule_namespace
     FROM tickwork.jobs
-    WHERE (SELECT cardinality(queues) * cardinality(kinds) FROM served) > 0
+    WHERE EXISTS (SELECT FROM shares)
       AND status = 'available'
       AND priority = 0
       AND run_at <= coalesce(%(now)s, now())
