@@ -157,11 +157,13 @@ SELECT (SELECT count(*) FROM applying) AS applying,
 --
 -- Claim order: the jobs of a priority above 0 first (an ordered scan of jobs_claim_idx),
 -- then those of priority 0 (the usual one) shared fairly between tenants (the schedule
--- namespaces, and '' for the jobs enqueued from code): the tenants with waiting jobs are found
--- by skipping through jobs_tenant_idx, one descent each; each gets a share of the batch in
--- proportion to its weight (the remainder drawn at random, weighted), taken oldest first from
--- its own range of that index; what the shares leave is filled in run_at order by the scan of
--- jobs_claim_idx. Every scan starts at the lowest claim floor of the queues and kinds served
+-- namespaces, and '' for the jobs enqueued from code): the tenants with waiting jobs of the
+-- kinds served are found by skipping through jobs_tenant_kind_idx (migration 0029), one descent
+-- each per queue and kind, so the jobs of other kinds are never read; each gets a share of the
+-- batch in proportion to its weight (the remainder drawn at random, weighted), taken oldest
+-- first from its own range of that index (of jobs_tenant_idx when it has several kinds
+-- waiting); what the shares leave is filled in run_at order by the scan of jobs_claim_idx,
+-- which is not made when no tenant has waiting jobs of a kind served. Every scan starts at the lowest claim floor of the queues and kinds served
 -- (migration 0013; -infinity when one of them has no valid floor), so entries a held-open
 -- snapshot keeps below it are passed over on the index alone.
 -- The chosen jobs are updated where their lock found them (ctid: a locked row cannot move;
