@@ -280,23 +280,26 @@ urgent AS MATERIALIZED (
 ),
 tenants(queue, kind, tenant) AS (  -- per queue and kind served, its tenants with waiting
     -- jobs of priority 0, skipping through jobs_tenant_kind_idx: jobs of kinds not served are
-    -- never read (firing's jobs, a queue's other workers' kinds)
+    -- never read (firing's jobs, a queue's other workers' kinds). The tenant is compared in
+    -- the collation "C" of that index, which jobs_tenant_idx cannot serve: a generic plan,
+    -- seeing no kind more selective than another, took the older index, whose walk reads
+    -- every waiting job of the kinds not served (bench/firing.py: 11,557 buffers a claim).
     SELECT q.queue, k.kind,
-           (SELECT coalesce(j.schedule_namespace, '') FROM tickwork.jobs j
+           (SELECT coalesce(j.schedule_namespace, '') COLLATE "C" FROM tickwork.jobs j
             WHERE j.status = 'available' AND j.priority = 0 AND j.queue = q.queue
               AND j.kind = k.kind
               AND j.run_at >= (SELECT run_at FROM floor)
-            ORDER BY coalesce(j.schedule_namespace, '') LIMIT 1)
+            ORDER BY coalesce(j.schedule_namespace, '') COLLATE "C" LIMIT 1)
     FROM unnest((SELECT queues FROM served)) AS q(queue)
     CROSS JOIN unnest((SELECT kinds FROM served)) AS k(kind)
     UNION ALL
     SELECT t.queue, t.kind,
-           (SELECT coalesce(j.schedule_namespace, '') FROM tickwork.jobs j
+           (SELECT coalesce(j.schedule_namespace, '') COLLATE "C" FROM tickwork.jobs j
             WHERE j.status = 'available' AND j.priority = 0 AND j.queue = t.queue
               AND j.kind = t.kind
-              AND coalesce(j.schedule_namespace, '') > t.tenant
+              AND coalesce(j.schedule_namespace, '') COLLATE "C" > t.tenant
               AND j.run_at >= (SELECT run_at FROM floor)
-            ORDER BY coalesce(j.schedule_namespace, '') LIMIT 1)
+            ORDER BY coalesce(j.schedule_namespace, '') COLLATE "C" LIMIT 1)
     FROM tenants t
     WHERE t.tenant IS NOT NULL
 ),
@@ -305,13 +308,15 @@ weighted AS (  -- each tenant's whole share of what priority 0 may take, and its
            floor(taken * weight / sum(weight) OVER ())::integer AS share,
            row_number() OVER (ORDER BY -ln(1.0 - random()) / weight::float8) AS draw,
            taken
-    FROM (SELECT t.queue, t.tenant, array_agg(t.kind ORDER BY t.kind) AS kinds,
+    FROM (SELECT t.queue, t.tenant COLLATE "default" AS tenant,
+                 array_agg(t.kind ORDER BY t.kind) AS kinds,
                  coalesce(min(r.weight), 1)::numeric AS weight,
                  %(limit)s - (SELECT count(*) FROM urgent) AS taken
           FROM tenants t
-          LEFT JOIN tickwork.flow_rules r ON r.scope = 'namespace' AND r.name = t.tenant
+          LEFT JOIN tickwork.flow_rules r
+                 ON r.scope = 'namespace' AND r.name = t.tenant COLLATE "default"
           WHERE t.tenant IS NOT NULL
-            AND t.tenant <> ALL((SELECT shut_namespaces FROM served)::text[])
+            AND t.tenant COLLATE "default" <> ALL((SELECT shut_namespaces FROM served)::text[])
           GROUP BY t.queue, t.tenant) AS w
 ),
 shares AS MATERIALIZED (  -- the remainder goes one each to the first tenants drawn
@@ -334,7 +339,7 @@ fair AS MATERIALIZED (  -- each tenant's share, oldest first among the kinds it 
               AND j.priority = 0
               AND j.queue = s.queue
               AND j.kind = s.kinds[1]
-              AND coalesce(j.schedule_namespace, '') = s.tenant
+              AND coalesce(j.schedule_namespace, '') COLLATE "C" = s.tenant
               AND j.run_at <= coalesce(%(now)s, now())
               AND j.run_at >= (SELECT run_at FROM floor)
               AND (j.concurrency_key IS NULL
