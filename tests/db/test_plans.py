@@ -199,3 +199,7 @@ def test_a_claim_reads_no_waiting_job_of_a_kind_it_does_not_serve(
     assert custom < 300, custom
     assert "jobs_tenant_kind_idx" in _plan(conn, op)
     assert "jobs_tenant_kind_idx" in _generic_plan(conn, op)
+    # A tenant with waiting jobs of two kinds served takes its share through jobs_tenant_idx,
+    # oldest first whatever their kind, in the generic plan too.
+    two = jobs_db.claim_jobs("w", ["default"], {KIND: 1, "not.served": 1}, 10, 30, None)
+    assert "jobs_tenant_idx" in _generic_plan(conn, two)
