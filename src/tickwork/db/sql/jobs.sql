@@ -163,9 +163,10 @@ SELECT (SELECT count(*) FROM applying) AS applying,
 -- batch in proportion to its weight (the remainder drawn at random, weighted), taken oldest
 -- first from its own range of that index (of jobs_tenant_idx when it has several kinds
 -- waiting); what the shares leave is filled in run_at order by the scan of jobs_claim_idx,
--- which is not made when no tenant has waiting jobs of a kind served. Every scan starts at the lowest claim floor of the queues and kinds served
--- (migration 0013; -infinity when one of them has no valid floor), so entries a held-open
--- snapshot keeps below it are passed over on the index alone.
+-- which is not made when no tenant has waiting jobs of a kind served. Every scan starts at
+-- the lowest claim floor of the queues and kinds served (migration 0013; -infinity when one
+-- of them has no valid floor), so entries a held-open snapshot keeps below it are passed over
+-- on the index alone.
 -- The chosen jobs are updated where their lock found them (ctid: a locked row cannot move;
 -- one page read instead of a primary key descent: 4.2 ms instead of 4.5 for 470 jobs).
 -- The payload comes as JSON text (payload_json, as in every query a Job is read from): the
