@@ -6,7 +6,6 @@ several processes racing over many namespaces."""
 
 from __future__ import annotations
 
-import multiprocessing
 from collections import Counter
 from collections.abc import Sequence
 from datetime import timedelta
@@ -16,6 +15,7 @@ import psycopg
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.support.forking import process_context
 from tests.support.helpers import T0, claim
 from tickwork.model import Job
 
@@ -182,7 +182,7 @@ def test_claimers_in_several_processes_share_many_namespaces_without_a_duplicate
     for n in range(NAMESPACES):
         insert_jobs(conn, f"ns-{n:02d}", PER_NAMESPACE, kind=(KIND, OTHER)[n % 2], offset=n)
         insert_jobs(conn, f"ns-{n:02d}", PER_NAMESPACE, kind=UNSERVED, offset=n)
-    ctx = multiprocessing.get_context("spawn")
+    ctx = process_context()
     results = ctx.Queue()
     processes = [
         ctx.Process(target=_claim_until_empty, args=(database_url, [KIND, OTHER], results))
