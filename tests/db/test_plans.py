@@ -20,10 +20,7 @@ reads the table is what made them slow:
   available jobs' partial index (jobs_claim_idx), scoped or not;
 * the console's jobs filtered by kind for a scoped reader: a walk per namespace of the scope
   through jobs_namespace_kind_idx (migration 0024), not the whole table newest first looking
-  for the scope's jobs of that kind (~480 ms at 1,000,000 jobs: bench/admin.py);
-* the claim beside many namespaces' waiting jobs of a kind it does not serve: a walk per
-  queue and kind served through jobs_tenant_kind_idx (migration 0029), not a read of each of
-  them (1,100,000 buffers, 5.2 s a claim at 1,000,000 of them: bench/firing.py).
+  for the scope's jobs of that kind (~480 ms at 1,000,000 jobs: bench/admin.py).
 """
 
 from __future__ import annotations
@@ -169,37 +166,3 @@ def test_no_generic_plan_of_a_worker_statement_reads_the_whole_jobs_table(
     assert not whole, "\n\n".join(f"{name}:\n{plan}" for name, plan in whole.items())
     assert "jobs_pkey" in plans["completion"]
     assert "jobs_claim_idx" in plans["claim"]
-
-
-def _buffers(conn: psycopg.Connection[Any], explain: sql.Composable | str, params: Any) -> int:
-    """The buffers the whole statement read (hit or not), from its EXPLAIN (ANALYZE, BUFFERS),
-    rolled back."""
-    with conn.transaction(force_rollback=True):
-        rows = conn.execute(explain, params).fetchall()
-    top = next(str(row[0]) for row in rows if "Buffers:" in str(row[0]))
-    return sum(int(n) for n in re.findall(r"(?:hit|read)=(\d+)", top))
-
-
-def test_a_claim_reads_no_waiting_job_of_a_kind_it_does_not_serve(
-    conn: psycopg.Connection[Any],
-) -> None:
-    """Fair claiming walks the tenants per queue and kind served (jobs_tenant_kind_idx,
-    migration 0029): 30 namespaces' 6,000 waiting jobs of a kind this claimer does not serve
-    (firing's jobs beside the steps every worker serves) cost it a few descents, not a read of
-    each (before: every one of them, twice). Measured in buffers, custom and generic plan."""
-    conn.execute(
-        "INSERT INTO tickwork.jobs (kind, schedule_namespace, schedule_name, run_at)"
-        " SELECT 'not.served', 'ns-' || n % 30, 's' || n, now() - n * interval '1 ms'"
-        " FROM generate_series(1, 6000) AS n"
-    )
-    conn.execute("INSERT INTO tickwork.jobs (kind) VALUES (%s)", (KIND,))
-    conn.execute("VACUUM ANALYZE tickwork.jobs")
-    op = jobs_db.claim_jobs("w", ["default"], {KIND: 1}, 10, 30, None)
-    custom = _buffers(conn, "EXPLAIN (ANALYZE, BUFFERS) " + queries.QUERIES[op.query], op.params)
-    assert custom < 300, custom
-    assert "jobs_tenant_kind_idx" in _plan(conn, op)
-    assert "jobs_tenant_kind_idx" in _generic_plan(conn, op)
-    # A tenant with waiting jobs of two kinds served takes its share through jobs_tenant_idx,
-    # oldest first whatever their kind, in the generic plan too.
-    two = jobs_db.claim_jobs("w", ["default"], {KIND: 1, "not.served": 1}, 10, 30, None)
-    assert "jobs_tenant_idx" in _generic_plan(conn, two)

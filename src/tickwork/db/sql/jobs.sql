@@ -157,16 +157,13 @@ SELECT (SELECT count(*) FROM applying) AS applying,
 --
 -- Claim order: the jobs of a priority above 0 first (an ordered scan of jobs_claim_idx),
 -- then those of priority 0 (the usual one) shared fairly between tenants (the schedule
--- namespaces, and '' for the jobs enqueued from code): the tenants with waiting jobs of the
--- kinds served are found by skipping through jobs_tenant_kind_idx (migration 0029), one descent
--- each per queue and kind, so the jobs of other kinds are never read; each gets a share of the
--- batch in proportion to its weight (the remainder drawn at random, weighted), taken oldest
--- first from its own range of that index (of jobs_tenant_idx when it has several kinds
--- waiting); what the shares leave is filled in run_at order by the scan of jobs_claim_idx,
--- which is not made when no tenant has waiting jobs of a kind served. Every scan starts at
--- the lowest claim floor of the queues and kinds served (migration 0013; -infinity when one
--- of them has no valid floor), so entries a held-open snapshot keeps below it are passed over
--- on the index alone.
+-- namespaces, and '' for the jobs enqueued from code): the tenants with waiting jobs are found
+-- by skipping through jobs_tenant_idx, one descent each; each gets a share of the batch in
+-- proportion to its weight (the remainder drawn at random, weighted), taken oldest first from
+-- its own range of that index; what the shares leave is filled in run_at order by the scan of
+-- jobs_claim_idx. Every scan starts at the lowest claim floor of the queues and kinds served
+-- (migration 0013; -infinity when one of them has no valid floor), so entries a held-open
+-- snapshot keeps below it are passed over on the index alone.
 -- The chosen jobs are updated where their lock found them (ctid: a locked row cannot move;
 -- one page read instead of a primary key descent: 4.2 ms instead of 4.5 for 470 jobs).
 -- The payload comes as JSON text (payload_json, as in every query a Job is read from): the
@@ -279,115 +276,74 @@ urgent AS MATERIALIZED (
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 ),
-tenants(queue, kind, tenant) AS (  -- per queue and kind served, its tenants with waiting
-    -- jobs of priority 0, skipping through jobs_tenant_kind_idx: jobs of kinds not served are
-    -- never read (firing's jobs, a queue's other workers' kinds). The tenant is compared in
-    -- the collation "C" of that index, which jobs_tenant_idx cannot serve: a generic plan,
-    -- seeing no kind more selective than another, took the older index, whose walk reads
-    -- every waiting job of the kinds not served (bench/firing.py: 11,557 buffers a claim).
-    SELECT q.queue, k.kind,
-           (SELECT coalesce(j.schedule_namespace, '') COLLATE "C" FROM tickwork.jobs j
+tenants(queue, tenant) AS (  -- per queue served, its tenants with waiting jobs of priority 0
+    SELECT q.queue,
+           (SELECT coalesce(j.schedule_namespace, '') FROM tickwork.jobs j
             WHERE j.status = 'available' AND j.priority = 0 AND j.queue = q.queue
-              AND j.kind = k.kind
               AND j.run_at >= (SELECT run_at FROM floor)
-            ORDER BY coalesce(j.schedule_namespace, '') COLLATE "C" LIMIT 1)
+            ORDER BY coalesce(j.schedule_namespace, '') LIMIT 1)
     FROM unnest((SELECT queues FROM served)) AS q(queue)
-    CROSS JOIN unnest((SELECT kinds FROM served)) AS k(kind)
+    WHERE (SELECT cardinality(kinds) FROM served) > 0
     UNION ALL
-    SELECT t.queue, t.kind,
-           (SELECT coalesce(j.schedule_namespace, '') COLLATE "C" FROM tickwork.jobs j
+    SELECT t.queue,
+           (SELECT coalesce(j.schedule_namespace, '') FROM tickwork.jobs j
             WHERE j.status = 'available' AND j.priority = 0 AND j.queue = t.queue
-              AND j.kind = t.kind
-              AND coalesce(j.schedule_namespace, '') COLLATE "C" > t.tenant
+              AND coalesce(j.schedule_namespace, '') > t.tenant
               AND j.run_at >= (SELECT run_at FROM floor)
-            ORDER BY coalesce(j.schedule_namespace, '') COLLATE "C" LIMIT 1)
+            ORDER BY coalesce(j.schedule_namespace, '') LIMIT 1)
     FROM tenants t
     WHERE t.tenant IS NOT NULL
 ),
 weighted AS (  -- each tenant's whole share of what priority 0 may take, and its draw
-    SELECT queue, tenant, kinds, weight,
+    SELECT queue, tenant, weight,
            floor(taken * weight / sum(weight) OVER ())::integer AS share,
            row_number() OVER (ORDER BY -ln(1.0 - random()) / weight::float8) AS draw,
            taken
-    FROM (SELECT t.queue, t.tenant COLLATE "default" AS tenant,
-                 array_agg(t.kind ORDER BY t.kind) AS kinds,
-                 coalesce(min(r.weight), 1)::numeric AS weight,
+    FROM (SELECT t.queue, t.tenant, coalesce(r.weight, 1)::numeric AS weight,
                  %(limit)s - (SELECT count(*) FROM urgent) AS taken
           FROM tenants t
-          LEFT JOIN tickwork.flow_rules r
-                 ON r.scope = 'namespace' AND r.name = t.tenant COLLATE "default"
+          LEFT JOIN tickwork.flow_rules r ON r.scope = 'namespace' AND r.name = t.tenant
           WHERE t.tenant IS NOT NULL
-            AND t.tenant COLLATE "default" <> ALL((SELECT shut_namespaces FROM served)::text[])
-          GROUP BY t.queue, t.tenant) AS w
+            AND t.tenant <> ALL((SELECT shut_namespaces FROM served)::text[])) AS w
 ),
 shares AS MATERIALIZED (  -- the remainder goes one each to the first tenants drawn
-    SELECT queue, tenant, kinds,
+    SELECT queue, tenant,
            share + CASE WHEN draw <= taken - sum(share) OVER () THEN 1 ELSE 0 END AS share
     FROM weighted
 ),
-fair AS MATERIALIZED (  -- each tenant's share, oldest first among the kinds it has waiting:
-    -- one kind (the usual case) from its range of jobs_tenant_kind_idx, several from its
-    -- range of jobs_tenant_idx (the jobs of its other kinds passed over)
+fair AS MATERIALIZED (
     SELECT f.*
     FROM shares s
     CROSS JOIN LATERAL (
-        SELECT * FROM (
-            SELECT j.id, j.ctid AS row_id, j.priority, j.run_at, j.concurrency_key,
-                   j.concurrency_limit, j.queue, j.kind, j.schedule_namespace
-            FROM tickwork.jobs j
-            WHERE cardinality(s.kinds) = 1
-              AND j.status = 'available'
-              AND j.priority = 0
-              AND j.queue = s.queue
-              AND j.kind = s.kinds[1]
-              AND coalesce(j.schedule_namespace, '') COLLATE "C" = s.tenant
-              AND j.run_at <= coalesce(%(now)s, now())
-              AND j.run_at >= (SELECT run_at FROM floor)
-              AND (j.concurrency_key IS NULL
-                   OR j.concurrency_key NOT IN (SELECT concurrency_key FROM full_keys))
-              AND (NOT EXISTS (SELECT FROM spent) OR (
-                  SELECT count(*) FROM spent k
-                  WHERE k.name = CASE k.scope WHEN 'queue' THEN j.queue WHEN 'kind' THEN j.kind
-                                              ELSE j.schedule_namespace END
-                    AND k.key = left(coalesce(j.payload ->> k.rate_key, ''), 200)) = 0)
-            ORDER BY j.run_at, j.id
-            LIMIT s.share
-            FOR UPDATE SKIP LOCKED
-        ) AS one_kind
-        UNION ALL
-        SELECT * FROM (
-            SELECT j.id, j.ctid AS row_id, j.priority, j.run_at, j.concurrency_key,
-                   j.concurrency_limit, j.queue, j.kind, j.schedule_namespace
-            FROM tickwork.jobs j
-            WHERE cardinality(s.kinds) > 1
-              AND j.status = 'available'
-              AND j.priority = 0
-              AND j.queue = s.queue
-              AND coalesce(j.schedule_namespace, '') = s.tenant
-              AND j.run_at <= coalesce(%(now)s, now())
-              AND j.run_at >= (SELECT run_at FROM floor)
-              AND j.kind = ANY(s.kinds)
-              AND (j.concurrency_key IS NULL
-                   OR j.concurrency_key NOT IN (SELECT concurrency_key FROM full_keys))
-              AND (NOT EXISTS (SELECT FROM spent) OR (
-                  SELECT count(*) FROM spent k
-                  WHERE k.name = CASE k.scope WHEN 'queue' THEN j.queue WHEN 'kind' THEN j.kind
-                                              ELSE j.schedule_namespace END
-                    AND k.key = left(coalesce(j.payload ->> k.rate_key, ''), 200)) = 0)
-            ORDER BY j.run_at, j.id
-            LIMIT s.share
-            FOR UPDATE SKIP LOCKED
-        ) AS kinds
+        SELECT j.id, j.ctid AS row_id, j.priority, j.run_at, j.concurrency_key,
+               j.concurrency_limit, j.queue, j.kind, j.schedule_namespace
+        FROM tickwork.jobs j
+        WHERE j.status = 'available'
+          AND j.priority = 0
+          AND j.queue = s.queue
+          AND coalesce(j.schedule_namespace, '') = s.tenant
+          AND j.run_at <= coalesce(%(now)s, now())
+          AND j.run_at >= (SELECT run_at FROM floor)
+          AND j.kind = ANY((SELECT kinds FROM served)::text[])
+          AND (j.concurrency_key IS NULL
+               OR j.concurrency_key NOT IN (SELECT concurrency_key FROM full_keys))
+          AND (NOT EXISTS (SELECT FROM spent) OR (
+              SELECT count(*) FROM spent k
+              WHERE k.name = CASE k.scope WHEN 'queue' THEN j.queue WHEN 'kind' THEN j.kind
+                                          ELSE j.schedule_namespace END
+                AND k.key = left(coalesce(j.payload ->> k.rate_key, ''), 200)) = 0)
+        ORDER BY j.run_at, j.id
+        LIMIT s.share
+        FOR UPDATE SKIP LOCKED
     ) f
     WHERE s.share > 0
     LIMIT %(limit)s  -- the shares add up to at most this: it tells the planner so
 ),
-usual AS MATERIALIZED (  -- what the shares left, oldest first; no scan when no tenant has
-    -- waiting jobs of the kinds served (the walk above saw every job this scan could take)
+usual AS MATERIALIZED (  -- what the shares left, oldest first
     SELECT id, ctid AS row_id, priority, run_at, concurrency_key, concurrency_limit,
            queue, kind, schedule_namespace
     FROM tickwork.jobs
-    WHERE EXISTS (SELECT FROM shares)
+    WHERE (SELECT cardinality(queues) * cardinality(kinds) FROM served) > 0
       AND status = 'available'
       AND priority = 0
       AND run_at <= coalesce(%(now)s, now())
