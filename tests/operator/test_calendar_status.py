@@ -9,6 +9,7 @@ from typing import Any
 
 import jsonschema
 
+from tests.operator.rows import stored_row
 from tests.schedules.test_crd import openapi_schema
 from tickwork.db.schedules import ScheduleRow
 from tickwork.operator import status
@@ -23,33 +24,12 @@ CALENDAR = {
 }
 
 
+DAILY: dict[str, Any] = {"schedule": "0 9 * * *", "job": {"kind": "k"}}
+
+
 def schedule_row(next_run_at: datetime | None, spec: dict[str, Any] | None = None) -> ScheduleRow:
     """The stored row of ``ns/a`` (``spec``: a plain daily one by default)."""
-    at = datetime(2030, 1, 1, tzinfo=UTC)
-    return ScheduleRow(
-        namespace="ns",
-        name="a",
-        revision=1,
-        enabled=True,
-        suspend=False,
-        schedule="0 9 * * *",
-        every=None,
-        time_zone="UTC",
-        next_run_at=next_run_at,
-        last_occurrence_at=None,
-        last_job_id=None,
-        last_job_status=None,
-        last_success_at=None,
-        skipped_occurrences=0,
-        owner="operator:test",
-        spec=spec or {"schedule": "0 9 * * *", "job": {"kind": "k"}},
-        state=None,
-        created_at=at,
-        updated_at=at,
-        firing_error=None,
-        firing_failures=0,
-        firing_retry_at=None,
-    )
+    return stored_row(next_run_at=next_run_at, schedule="0 9 * * *", spec=spec or DAILY)
 
 
 def test_next_occurrences_skip_what_the_calendar_excludes() -> None:

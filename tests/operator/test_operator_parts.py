@@ -13,6 +13,7 @@ import psycopg
 import pytest
 
 import tickwork
+from tests.operator.rows import SPEC, stored_row
 from tickwork.cli import build_parser, main
 from tickwork.cli.operator import build_config
 from tickwork.clock import SettableClock
@@ -32,7 +33,6 @@ from tickwork.schedules.sync import SyncReport
 from tickwork.schedules.tenancy import Refusal, TenantPolicy
 from tickwork.transitions import Outcome as TransitionOutcome
 
-SPEC: dict[str, Any] = {"schedule": "0 * * * *", "job": {"kind": "k"}}
 OLD = {"creationTimestamp": "2026-01-01T00:00:00Z", "uid": "uid-z"}
 NEW = {"creationTimestamp": "2026-01-01T00:00:01Z", "uid": "uid-a"}
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -138,36 +138,6 @@ def test_status_patch_only_carries_changes_and_keeps_the_transition_time() -> No
     assert failed["conditions"][0]["lastTransitionTime"] == "2026-01-02T00:00:00Z"
 
 
-def _stored_row(**changes: Any) -> ScheduleRow:
-    """The row of ``ns/a`` as PostgreSQL holds it after a sync of SPEC."""
-    at = datetime(2026, 1, 1, tzinfo=UTC)
-    row = ScheduleRow(
-        namespace="ns",
-        name="a",
-        revision=1,
-        enabled=True,
-        suspend=False,
-        schedule="0 * * * *",
-        every=None,
-        time_zone="UTC",
-        next_run_at=at,
-        last_occurrence_at=None,
-        last_job_id=None,
-        last_job_status=None,
-        last_success_at=None,
-        skipped_occurrences=0,
-        owner="operator:test",
-        spec=SPEC,
-        state=None,
-        created_at=at,
-        updated_at=at,
-        firing_error=None,
-        firing_failures=0,
-        firing_retry_at=None,
-    )
-    return replace(row, **changes)
-
-
 def _ready_with(row: ScheduleRow | None) -> status.Ready:
     """Ready of a synced entry ``ns/a`` whose stored row is ``row``."""
     entry = entry_of(body("a", generation=4))
@@ -178,14 +148,14 @@ def _ready_with(row: ScheduleRow | None) -> status.Ready:
 
 def test_ready_follows_the_stored_row_disabled_or_set_aside_by_a_firing_error() -> None:
     assert _ready_with(None).status == "True", "the row not read yet: the sync decides"
-    assert _ready_with(_stored_row()) == status.Ready(
+    assert _ready_with(stored_row()) == status.Ready(
         "True", "Synced", "the definition in PostgreSQL is current"
     )
-    disabled = _ready_with(_stored_row(enabled=False, next_run_at=None))
+    disabled = _ready_with(stored_row(enabled=False, next_run_at=None))
     assert (disabled.status, disabled.reason) == ("False", "Disabled")
     assert "disabled in PostgreSQL" in disabled.message and "pruned" in disabled.message
     error = "refused by PostgreSQL: no (sqlstate P0001), inserting the job of occurrence x"
-    failing = _stored_row(
+    failing = stored_row(
         firing_error=error,
         firing_failures=3,
         firing_retry_at=datetime(2026, 1, 1, 0, 0, 7, tzinfo=UTC),
