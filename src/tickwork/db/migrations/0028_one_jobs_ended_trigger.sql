@@ -1,31 +1,30 @@
 -- One statement trigger for the jobs that end (issue 33, item 1).
 --
--- Four statement-level AFTER UPDATE triggers with transition tables ran on every UPDATE of
--- tickwork.jobs, claims and heartbeats included, though only a statement that moves a job out
--- of 'running' (or out of 'waiting') has anything for them: jobs_counted (0017),
--- jobs_release_dependents (0027), jobs_schedule_ended (0009, 0011) and jobs_schedule_streak
--- (0025). Two of them joined the transition tables on every statement. They are replaced by
--- one, jobs_ended, whose function does what the four did, in the order they fired (triggers
--- fire in name order): the counts, the dependents (whose cancellation is itself an UPDATE of
--- tickwork.jobs: this trigger runs for it, nested, before the parents' schedules are
--- written, as before), the schedules' last status, then the dead streaks and the deadlines.
+-- Every UPDATE of tickwork.jobs ran two statement-level AFTER UPDATE triggers with transition
+-- tables, claims and heartbeats included, though only a statement that moves a job out of
+-- 'running' (or out of 'waiting') has anything for them: jobs_counted (0017) and
+-- jobs_schedule_ended (0009, 0011). Issue 34 needed two more parts on the same rows: releasing
+-- the dependents of jobs that end (0027's job_dependencies) and counting the schedules' dead
+-- streaks and deadlines' successes (0025's columns). All four are one trigger, jobs_ended,
+-- whose function does them in this order: the counts, the dependents (whose cancellation is
+-- itself an UPDATE of tickwork.jobs: this trigger runs for it, nested, before the parents'
+-- schedules are written), the schedules' last status, then the dead streaks and the deadlines.
 --
 -- A statement that leaves every job running (a claim, a heartbeat) costs one scan of its new
 -- rows and nothing else; one that ends jobs of no schedule, with no occurrence and no
 -- dependent (the common batch of successes) costs that scan, one more that says which parts
 -- have work, and the counts' upsert.
 --
--- The four functions stay (expand-only; no trigger calls them): a later release drops them.
+-- The functions of the two replaced triggers stay (expand-only: the previous release's schema
+-- has them; no trigger calls them now): a later release drops them.
 -- DROP TRIGGER takes an ACCESS EXCLUSIVE lock on tickwork.jobs, CREATE TRIGGER a SHARE ROW
 -- EXCLUSIVE one, each without a scan: the migration waits for the statements running on the
 -- table (at most the runner's lock time-out, then it is retried) and holds them up for the
--- moment it takes to commit. The four are dropped and the one created in one transaction, so
+-- moment it takes to commit. The two are dropped and the one created in one transaction, so
 -- no statement runs with neither.
 
 DROP TRIGGER jobs_counted ON tickwork.jobs;
-DROP TRIGGER jobs_release_dependents ON tickwork.jobs;
 DROP TRIGGER jobs_schedule_ended ON tickwork.jobs;
-DROP TRIGGER jobs_schedule_streak ON tickwork.jobs;
 
 CREATE FUNCTION tickwork.jobs_ended() RETURNS trigger
 LANGUAGE plpgsql AS $$
@@ -94,7 +93,7 @@ BEGIN
         RETURN NULL;
     END IF;
 
-    -- 2. The dependents (0027's release_dependents): locked in id order, released when no
+    -- 2. The dependents (0027's job_dependencies): locked in id order, released when no
     -- parent is left, cancelled when a parent ended dead or cancelled (an UPDATE of
     -- tickwork.jobs: this trigger runs for it in turn). Most ended jobs have none.
     IF EXISTS (
@@ -223,7 +222,7 @@ BEGIN
         RETURN NULL;
     END IF;
 
-    -- 4. The deadlines and the dead streaks (0025's schedule_dead_streak): a success recorded
+    -- 4. The deadlines and the dead streaks (0025's columns): a success recorded
     -- on its occurrence's deadline row; each schedule's consecutive dead occurrences counted in
     -- job id order (a success resets the count), the schedule suspended once at
     -- spec.suspendAfterFailures. The schedule rows are updated in key order, as step 3 locked

@@ -653,7 +653,7 @@ RETURNING id;
 
 -- name: job_cancel
 -- Cancel a job. An available or waiting one is cancelled at once (a waiting one's dependents
--- with it: trigger jobs_release_dependents, migration 0027). A running one is asked to stop: it
+-- with it: trigger jobs_ended, migration 0028). A running one is asked to stop: it
 -- stays running, holding its concurrency key, until its worker has stopped the task and
 -- records the outcome, or its lease expires (then lease recovery cancels it). The trigger
 -- jobs_notify_cancel_requested tells its worker; the request is not a state change and

@@ -1,6 +1,6 @@
 -- Small workflows (docs/workflows.md, migration 0027): jobs that wait for other jobs. The
 -- edges are rows of tickwork.job_dependencies; a waiting job is released or cancelled by the
--- trigger jobs_release_dependents when its parents end. Mapped by tickwork.db.workflows.
+-- trigger jobs_ended (migration 0028) when its parents end. Mapped by tickwork.db.workflows.
 
 -- name: workflow_lock_parents
 -- The parents a new job is to wait for, of its own tenant only (the schedule namespace; NULL:
