@@ -83,7 +83,10 @@ def _report() -> None:
         "installed": importlib.metadata.version("tickwork"),
         "version": getattr(tickwork, "__version__", None),
     }
-    (_dir / f"{_name}.json").write_text(json.dumps(report))
+    # Written aside, then renamed: the test reads it as soon as the name exists.
+    written = _dir / f"{_name}.json.part"
+    written.write_text(json.dumps(report))
+    os.replace(written, _dir / f"{_name}.json")
 
 
 def enqueue(client: tickwork.App, jobs: int) -> None:

@@ -30,7 +30,10 @@ _dir = Path(os.environ.get("GUARANTEE_DIR", "."))
 
 
 def trace(event: str, job_id: int) -> None:
-    (_dir / f"{event}-{job_id}").write_text(repr(time.time()))
+    """Written aside, then renamed: a test reads it as soon as the name exists."""
+    written = _dir / f".{event}-{job_id}"
+    written.write_text(repr(time.time()))
+    os.replace(written, _dir / f"{event}-{job_id}")
 
 
 def _task(kind: str, **options: Any) -> Any:

@@ -9,6 +9,7 @@ machine, so the times compare."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -206,12 +207,23 @@ def test_replace_starts_the_new_job_only_once_the_replaced_one_has_stopped(
                 "SELECT * FROM tickwork.jobs WHERE schedule_name = 'replaced' ORDER BY id"
             ).fetchall()
 
+    def replaced_after_starting() -> tuple[dict[str, Any], dict[str, Any]] | None:
+        """The first job that started and whose next occurrence's job started too (on a busy
+        machine the first job may be replaced before any worker started it)."""
+        jobs = schedule_jobs()
+        for old, new in itertools.pairwise(jobs):
+            if _traced(traces, "started", old["id"]) and _traced(traces, "started", new["id"]):
+                return old, new
+        return None
+
     wait_until_sync(
-        lambda: len(schedule_jobs()) >= 2 and _traced(traces, "started", schedule_jobs()[1]["id"]),
+        lambda: replaced_after_starting() is not None,
         timeout=60,  # two workers starting and an occurrence 3 s later: slow on a busy machine
-        what="the second occurrence's job to start",
+        what="a started job to be replaced and its successor to start",
     )
-    old, new = schedule_jobs()[:2]
+    pair = replaced_after_starting()
+    assert pair is not None
+    old, new = pair
     assert old["status"] == "cancelled"
     assert "replaced" in old["last_error"]
     assert _when(traces, "started", new["id"]) >= _when(traces, "stopped", old["id"]), (
