@@ -1,6 +1,6 @@
-"""A job read from the database (``jobs_db.job_from_row``, which fills the frozen dataclass
-without its ``__init__`` for speed) is the same :class:`Job` its constructor builds: every
-field set, equal, still frozen."""
+"""A job read from the database (``jobs_db._jobs``, which fills the frozen dataclass without
+its ``__init__`` from the row's values in the order of ``JOB_COLUMNS``, for speed) is the same
+:class:`Job` its constructor builds: every field set, equal, still frozen."""
 
 from __future__ import annotations
 
@@ -103,3 +103,12 @@ def _has_float(value: object) -> bool:
     if isinstance(value, dict):
         return any(_has_float(item) for item in value.values())
     return False
+
+
+def test_a_result_whose_columns_are_not_job_columns_is_refused_not_misread() -> None:
+    """Jobs are read by position (the columns checked once per result): a query listing the
+    columns in another order would otherwise fill one field with another's value."""
+    swapped = ["kind", "id", *jobs_db.JOB_COLUMNS[2:]]
+    with pytest.raises(RuntimeError, match="JOB_COLUMNS"):
+        jobs_db._jobs(swapped, [])
+    assert jobs_db._jobs(list(jobs_db.JOB_COLUMNS[:-3]), []) == []

@@ -13,7 +13,7 @@ from uuid import UUID
 
 from psycopg.types.json import Jsonb
 
-from tickwork.db.store import Op, Row, nothing, optional_json, to_json
+from tickwork.db.store import Op, Row, TableOp, Values, nothing, optional_json, to_json
 from tickwork.model import (
     Backoff,
     Job,
@@ -38,53 +38,108 @@ around the scan in Python has nothing to do (it was two thirds of the decoding's
 no-op job's payload ``{}``: bench/peers.py). Returns (value, end)."""
 
 
-def job_from_row(row: Row) -> Job:
-    """A job from a row of ``tickwork.jobs`` columns, the payload as JSON text
-    (``payload_json``); the columns a query leaves out (the claim's last error and times) are
-    None.
+JOB_COLUMNS = (
+    "id",
+    "kind",
+    "queue",
+    "payload_json",
+    "priority",
+    "run_at",
+    "attempt",
+    "max_attempts",
+    "version",
+    "retry_base_seconds",
+    "retry_rate",
+    "retry_max_seconds",
+    "timeout_seconds",
+    "concurrency_key",
+    "unique_key",
+    "schedule_namespace",
+    "schedule_name",
+    "occurrence_at",
+    "lease_expires_at",
+    "started_at",
+    "status",
+    "picked_by",
+    "trace_context",
+    "last_error",
+    "created_at",
+    "finished_at",
+)
+"""The columns a :class:`Job` is read from, in the order every query reading jobs lists them
+(jobs.sql), the payload as JSON text; the last three only where the query needs them (a claim
+leaves them out: None)."""
+_CLAIMED = len(JOB_COLUMNS) - 3
+_NOT_READ = (None, None, None)
+
+
+def _job(row: Values) -> Job:
+    """A job from one row of :data:`JOB_COLUMNS` (the whole list, or all but its last three).
 
     Built field by field into the new object's ``__dict__``, as :func:`copy.copy` builds a
     copy: a frozen dataclass's ``__init__`` sets each of its 23 fields through
     ``object.__setattr__``, 3 µs a job, a tenth of a worker's CPU per no-op job (profiled with
     bench/peers.py). tests/db/test_job_rows.py checks that every field of :class:`Job` is set."""
+    (
+        id_,
+        kind,
+        queue,
+        payload_json,
+        priority,
+        run_at,
+        attempt,
+        max_attempts,
+        version,
+        retry_base,
+        retry_rate,
+        retry_max,
+        timeout,
+        concurrency_key,
+        unique_key,
+        namespace,
+        name,
+        occurrence_at,
+        lease_expires_at,
+        started_at,
+        status,
+        picked_by,
+        trace_context,
+    ) = row[:_CLAIMED]
+    last_error, created_at, finished_at = row[_CLAIMED:] or _NOT_READ
     job = object.__new__(Job)
     job.__dict__.update(
-        id=JobId(row["id"]),
-        kind=row["kind"],
-        queue=row["queue"],
-        payload=_json_value(row["payload_json"], 0)[0],
-        priority=row["priority"],
-        run_at=row["run_at"],
-        status=_STATUSES[row["status"]],
-        attempt=row["attempt"],
-        max_attempts=row["max_attempts"],
-        version=row["version"],
-        retry=(
-            None
-            if row["retry_base_seconds"] is None
-            else Backoff(row["retry_base_seconds"], row["retry_rate"], row["retry_max_seconds"])
-        ),
-        timeout=row["timeout_seconds"],
-        concurrency_key=row["concurrency_key"],
-        unique_key=row["unique_key"],
-        schedule=(
-            None
-            if row["schedule_name"] is None
-            else ScheduleRef(row["schedule_namespace"], row["schedule_name"], row["occurrence_at"])
-        ),
-        picked_by=row["picked_by"],
-        lease_expires_at=row["lease_expires_at"],
-        last_error=row.get("last_error"),
-        created_at=row.get("created_at"),
-        started_at=row.get("started_at"),
-        finished_at=row.get("finished_at"),
-        trace_context=row.get("trace_context"),
+        id=JobId(id_),
+        kind=kind,
+        queue=queue,
+        payload=_json_value(payload_json, 0)[0],
+        priority=priority,
+        run_at=run_at,
+        status=_STATUSES[status],
+        attempt=attempt,
+        max_attempts=max_attempts,
+        version=version,
+        retry=None if retry_base is None else Backoff(retry_base, retry_rate, retry_max),
+        timeout=timeout,
+        concurrency_key=concurrency_key,
+        unique_key=unique_key,
+        schedule=None if name is None else ScheduleRef(namespace, name, occurrence_at),
+        picked_by=picked_by,
+        lease_expires_at=lease_expires_at,
+        last_error=last_error,
+        created_at=created_at,
+        started_at=started_at,
+        finished_at=finished_at,
+        trace_context=trace_context,
     )
     return job
 
 
-def _jobs(rows: list[Row]) -> list[Job]:
-    return [job_from_row(row) for row in rows]
+def _jobs(names: list[str], rows: list[Values]) -> list[Job]:
+    """The jobs of a result whose columns are :data:`JOB_COLUMNS`, all of them or all but the
+    last three (checked here, once, rather than looked up by name in every row)."""
+    if names and tuple(names) not in (JOB_COLUMNS, JOB_COLUMNS[:_CLAIMED]):
+        raise RuntimeError(f"a query reading jobs lists columns other than JOB_COLUMNS: {names}")
+    return [_job(row) for row in rows]
 
 
 def _ids(rows: list[Row]) -> set[JobId]:
@@ -239,12 +294,12 @@ def claim_jobs(
     now: datetime | None,
     *,
     incarnation: UUID | None = None,
-) -> Op[list[Job]]:
+) -> TableOp[list[Job]]:
     """``kinds``: the kinds this worker runs, each with its task's max attempts (given to
     jobs enqueued without their own). ``worker`` is the name recorded for people,
     ``incarnation`` the claiming process (None: a claim made outside a worker process, by a
     test or a benchmark, that no worker adopts)."""
-    return Op(
+    return TableOp(
         "job_claim",
         {
             "worker": worker,
@@ -287,10 +342,12 @@ def lock_claim_rules(
     )
 
 
-def adopt_jobs(incarnation: UUID, held: Sequence[JobId]) -> Op[list[Job]]:
+def adopt_jobs(incarnation: UUID, held: Sequence[JobId]) -> TableOp[list[Job]]:
     """The jobs running under the process ``incarnation`` that it does not hold (a claim
     whose answer was lost)."""
-    return Op("job_adopt", {"incarnation": incarnation, "held": list(held)}, _jobs, binary=True)
+    return TableOp(
+        "job_adopt", {"incarnation": incarnation, "held": list(held)}, _jobs, binary=True
+    )
 
 
 def _fenced(query: str, jobs: Sequence[Job], now: datetime | None, **extra: Any) -> Op[set[JobId]]:
@@ -418,9 +475,9 @@ def recover_expired_leases(limit: int, now: datetime | None) -> Op[list[Recovere
     )
 
 
-def lock_dead_hooks_pending(kinds: Sequence[str], limit: int) -> Op[list[Job]]:
+def lock_dead_hooks_pending(kinds: Sequence[str], limit: int) -> TableOp[list[Job]]:
     """Dead jobs of ``kinds`` whose on_dead hook has not run, locked for this transaction."""
-    return Op("job_lock_dead_hooks_pending", {"kinds": list(kinds), "limit": limit}, _jobs)
+    return TableOp("job_lock_dead_hooks_pending", {"kinds": list(kinds), "limit": limit}, _jobs)
 
 
 def dead_hook_ran(job: Job, error: str | None) -> Op[bool]:
@@ -472,8 +529,10 @@ def lock_job(job_id: int, now: datetime | None) -> Op[LockedJob | None]:
 # --- reads ----------------------------------------------------------------------------------
 
 
-def get_job(job_id: int) -> Op[Job | None]:
-    return Op("job_get", {"id": job_id}, lambda rows: job_from_row(rows[0]) if rows else None)
+def get_job(job_id: int) -> TableOp[Job | None]:
+    return TableOp(
+        "job_get", {"id": job_id}, lambda names, rows: _jobs(names, rows)[0] if rows else None
+    )
 
 
 def job_statuses(ids: Sequence[int]) -> Op[dict[JobId, JobStatus]]:
@@ -487,8 +546,9 @@ def job_statuses(ids: Sequence[int]) -> Op[dict[JobId, JobStatus]]:
 
 def list_jobs(
     *, status: str | None, kind: str | None, queue: str | None, limit: int
-) -> Op[list[Job]]:
-    return Op("job_list", {"status": status, "kind": kind, "queue": queue, "limit": limit}, _jobs)
+) -> TableOp[list[Job]]:
+    params = {"status": status, "kind": kind, "queue": queue, "limit": limit}
+    return TableOp("job_list", params, _jobs)
 
 
 def delete_finished_jobs(age_seconds: float, limit: int, now: datetime | None) -> Op[int]:

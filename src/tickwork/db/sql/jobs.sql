@@ -440,7 +440,8 @@ claimed AS (
                                 THEN (SELECT c.slot FROM chosen c WHERE c.id = j.id) END,
         version = j.version + 1
     WHERE j.ctid = ANY(ARRAY(SELECT row_id FROM chosen))
-    RETURNING j.id, j.kind, j.queue, j.payload::text AS payload_json, j.priority, j.run_at,
+    RETURNING  -- db/jobs.py's JOB_COLUMNS, in their order, as every query reading jobs
+              j.id, j.kind, j.queue, j.payload::text AS payload_json, j.priority, j.run_at,
               j.attempt, j.max_attempts, j.version, j.retry_base_seconds, j.retry_rate,
               j.retry_max_seconds, j.timeout_seconds, j.concurrency_key, j.unique_key,
               j.schedule_namespace, j.schedule_name, j.occurrence_at, j.lease_expires_at,
@@ -632,11 +633,11 @@ RETURNING j.id, j.queue, j.kind, j.picked_by, j.status, j.schedule_namespace;
 -- name: job_lock_dead_hooks_pending
 -- Dead jobs of kinds this worker registers whose on_dead hook has not run (lease recovery made
 -- them dead, maybe in a worker that does not know the kind).
-SELECT id, kind, queue, payload::text AS payload_json, priority, run_at, status, attempt,
+SELECT id, kind, queue, payload::text AS payload_json, priority, run_at, attempt,
        max_attempts, version, retry_base_seconds, retry_rate, retry_max_seconds,
        timeout_seconds, concurrency_key, unique_key, schedule_namespace, schedule_name,
-       occurrence_at, picked_by, lease_expires_at, last_error, created_at, started_at,
-       finished_at
+       occurrence_at, lease_expires_at, started_at, status::text AS status, picked_by,
+       trace_context, last_error, created_at, finished_at
 FROM tickwork.jobs
 WHERE on_dead_pending AND kind = ANY(%(kinds)s::text[])
 ORDER BY id
@@ -753,11 +754,11 @@ WHERE id = %(id)s AND status = 'available'
 RETURNING id, pg_notify('tickwork_jobs', queue);
 
 -- name: job_get
-SELECT id, kind, queue, payload::text AS payload_json, priority, run_at, status, attempt,
+SELECT id, kind, queue, payload::text AS payload_json, priority, run_at, attempt,
        max_attempts, version, retry_base_seconds, retry_rate, retry_max_seconds,
        timeout_seconds, concurrency_key, unique_key, schedule_namespace, schedule_name,
-       occurrence_at, picked_by, lease_expires_at, last_error, created_at, started_at,
-       finished_at
+       occurrence_at, lease_expires_at, started_at, status::text AS status, picked_by,
+       trace_context, last_error, created_at, finished_at
 FROM tickwork.jobs
 WHERE id = %(id)s;
 
@@ -769,11 +770,11 @@ FROM tickwork.jobs
 WHERE id = ANY (%(ids)s::bigint[]);
 
 -- name: job_list
-SELECT id, kind, queue, payload::text AS payload_json, priority, run_at, status, attempt,
+SELECT id, kind, queue, payload::text AS payload_json, priority, run_at, attempt,
        max_attempts, version, retry_base_seconds, retry_rate, retry_max_seconds,
        timeout_seconds, concurrency_key, unique_key, schedule_namespace, schedule_name,
-       occurrence_at, picked_by, lease_expires_at, last_error, created_at, started_at,
-       finished_at
+       occurrence_at, lease_expires_at, started_at, status::text AS status, picked_by,
+       trace_context, last_error, created_at, finished_at
 FROM tickwork.jobs
 WHERE (%(status)s::tickwork.job_status IS NULL OR status = %(status)s::tickwork.job_status)
   AND (%(kind)s::text IS NULL OR kind = %(kind)s)
