@@ -142,8 +142,11 @@ def _jobs(names: list[str], rows: list[Values]) -> list[Job]:
     return [_job(row) for row in rows]
 
 
-def _ids(rows: list[Row]) -> set[JobId]:
-    return {JobId(row["id"]) for row in rows}
+def _ids(names: list[str], rows: list[Values]) -> set[JobId]:
+    """The ids of a result whose one column is ``id`` (a batch of outcomes' fenced ids)."""
+    if names and names != ["id"]:
+        raise RuntimeError(f"a query returning job ids returns other columns: {names}")
+    return {JobId(row[0]) for row in rows}
 
 
 # --- enqueue ------------------------------------------------------------------------------
@@ -350,10 +353,12 @@ def adopt_jobs(incarnation: UUID, held: Sequence[JobId]) -> TableOp[list[Job]]:
     )
 
 
-def _fenced(query: str, jobs: Sequence[Job], now: datetime | None, **extra: Any) -> Op[set[JobId]]:
+def _fenced(
+    query: str, jobs: Sequence[Job], now: datetime | None, **extra: Any
+) -> TableOp[set[JobId]]:
     params = {"ids": [j.id for j in jobs], "versions": [j.version for j in jobs], "now": now}
     params.update(extra)
-    return Op(query, params, _ids)
+    return TableOp(query, params, _ids)
 
 
 def extend_leases(
@@ -380,7 +385,7 @@ def complete_jobs(
     *,
     result_errors: Mapping[JobId, str] | None = None,
     progress: Mapping[JobId, Mapping[str, Any]] | None = None,
-) -> Op[set[JobId]]:
+) -> TableOp[set[JobId]]:
     """Record ``jobs`` succeeded, each with its return value in ``results`` (absent or None:
     none kept; checked by :func:`tickwork.results.keep` first, values that are not JSON raise
     InvalidInput), why the value was not kept in ``result_errors``, and its last progress
@@ -396,7 +401,7 @@ def complete_jobs(
     )
 
 
-def hand_back_jobs(jobs: Sequence[Job], now: datetime | None) -> Op[set[JobId]]:
+def hand_back_jobs(jobs: Sequence[Job], now: datetime | None) -> TableOp[set[JobId]]:
     return _fenced("job_hand_back", jobs, now)
 
 
