@@ -245,3 +245,13 @@ def test_a_claim_after_a_bulk_enqueue_reads_only_the_jobs_it_takes(
     assert sum(read) <= taken + 10, plan
     top = next(line for line in plan.splitlines() if "Buffers:" in line)
     assert sum(int(n) for n in re.findall(r"(?:hit|read)=(\d+)", top)) < 1000, plan
+
+
+def test_available_is_the_first_job_status(conn: psycopg.Connection[Any]) -> None:
+    """jobs_tenant_kind_idx and the claim say "status <= 'available'" for "status =
+    'available'" (migration 0029): a label added before it would change what they mean."""
+    labels = conn.execute(
+        "SELECT enumlabel FROM pg_enum WHERE enumtypid = 'tickwork.job_status'::regtype"
+        " ORDER BY enumsortorder"
+    ).fetchall()
+    assert labels[0] == ("available",)

@@ -86,6 +86,19 @@ def test_a_tenant_with_several_kinds_waiting_gives_its_oldest_first_across_them(
     assert Counter(tenant(j) for j in taken) == {"mixed": 4, "single": 4}
 
 
+def test_what_a_tenant_of_several_kinds_locked_beyond_its_share_fills_the_batch(
+    conn: psycopg.Connection[Any],
+) -> None:
+    """Shares of 5: the mixed tenant locks all its 3 + 3 jobs of two kinds (neither range gave
+    all it was asked) and keeps its oldest 5; the short tenant has 1. What the shares left
+    takes the mixed tenant's sixth job, already locked by this claim."""
+    insert_jobs(conn, "mixed", 3, kind=KIND, step=2)
+    insert_jobs(conn, "mixed", 3, kind=OTHER, offset=1, step=2)
+    insert_jobs(conn, "short", 1, kind=KIND, offset=500)
+    taken = claim(conn, kinds=[KIND, OTHER], limit=10)
+    assert Counter(tenant(j) for j in taken) == {"mixed": 6, "short": 1}
+
+
 def test_a_claim_of_kinds_nobody_enqueued_finds_nothing_beside_a_big_backlog(
     conn: psycopg.Connection[Any],
 ) -> None:

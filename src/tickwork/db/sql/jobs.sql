@@ -157,11 +157,15 @@ SELECT (SELECT count(*) FROM applying) AS applying,
 --
 -- Claim order: the jobs of a priority above 0 first (an ordered scan of jobs_claim_idx),
 -- then those of priority 0 (the usual one) shared fairly between tenants (the schedule
--- namespaces, and '' for the jobs enqueued from code): the tenants with waiting jobs are found
--- by skipping through jobs_tenant_idx, one descent each; each gets a share of the batch in
--- proportion to its weight (the remainder drawn at random, weighted), taken oldest first from
--- its own range of that index; what the shares leave is filled in run_at order by the scan of
--- jobs_claim_idx. Every scan starts at the lowest claim floor of the queues and kinds served
+-- namespaces, and '' for the jobs enqueued from code): the tenants with waiting jobs of the
+-- kinds served are found by skipping through jobs_tenant_kind_idx (migration 0029), one
+-- descent each per queue and kind, so the waiting jobs of other kinds (another pool's kinds in
+-- the same queue, fired jobs no worker of this pool runs) are never read; each tenant gets a
+-- share of the batch in proportion to its weight (the remainder drawn at random, weighted),
+-- its oldest jobs of the kinds served, from its ranges of that index; what the shares leave is
+-- filled in run_at order by the scan of jobs_claim_idx, made only when a tenant had no share
+-- or one of its ranges gave all it was asked (else that scan could find nothing the shares did
+-- not, and would read the other kinds' jobs looking). Every scan starts at the lowest claim floor of the queues and kinds served
 -- (migration 0013; -infinity when one of them has no valid floor), so entries a held-open
 -- snapshot keeps below it are passed over on the index alone.
 -- The chosen jobs are updated where their lock found them (ctid: a locked row cannot move;
@@ -361,14 +365,16 @@ fair AS MATERIALIZED (  -- each tenant's share: its oldest jobs of the kinds it 
     WHERE place <= share
 ),
 usual AS MATERIALIZED (  -- what the shares left, oldest first: only when a tenant had no
-    -- share or a kind's range may hold more (one gave all its share); otherwise the walk and
-    -- the shares saw every job this scan could take, and it would read the other kinds' ones
+    -- share, a range may hold more (it gave all it was asked) or a tenant locked more than its
+    -- share; otherwise the shares took every job this scan could take, and it would only read
+    -- the other kinds' jobs looking
     SELECT id, ctid AS row_id, priority, run_at, concurrency_key, concurrency_limit,
            queue, kind, schedule_namespace
     FROM tickwork.jobs
     WHERE (EXISTS (SELECT FROM shares WHERE share = 0)
            OR EXISTS (SELECT FROM portions GROUP BY queue, tenant, kind
-                      HAVING count(*) >= min(share)))
+                      HAVING count(*) >= min(share))
+           OR (SELECT count(*) FROM portions) > (SELECT count(*) FROM fair))
       AND status = 'available'
       AND priority = 0
       AND run_at <= coalesce(%(now)s, now())
