@@ -165,9 +165,10 @@ SELECT (SELECT count(*) FROM applying) AS applying,
 -- its oldest jobs of the kinds served, from its ranges of that index; what the shares leave is
 -- filled in run_at order by the scan of jobs_claim_idx, made only when a tenant had no share
 -- or one of its ranges gave all it was asked (else that scan could find nothing the shares did
--- not, and would read the other kinds' jobs looking). Every scan starts at the lowest claim floor of the queues and kinds served
--- (migration 0013; -infinity when one of them has no valid floor), so entries a held-open
--- snapshot keeps below it are passed over on the index alone.
+-- not, and would read the other kinds' jobs looking). Every scan starts at the lowest claim
+-- floor of the queues and kinds served (migration 0013; -infinity when one of them has no
+-- valid floor), so entries a held-open snapshot keeps below it are passed over on the index
+-- alone.
 -- The chosen jobs are updated where their lock found them (ctid: a locked row cannot move;
 -- one page read instead of a primary key descent: 4.2 ms instead of 4.5 for 470 jobs).
 -- The payload comes as JSON text (payload_json, as in every query a Job is read from): the
