@@ -20,7 +20,11 @@ reads the table is what made them slow:
   available jobs' partial index (jobs_claim_idx), scoped or not;
 * the console's jobs filtered by kind for a scoped reader: a walk per namespace of the scope
   through jobs_namespace_kind_idx (migration 0024), not the whole table newest first looking
-  for the scope's jobs of that kind (~480 ms at 1,000,000 jobs: bench/admin.py).
+  for the scope's jobs of that kind (~480 ms at 1,000,000 jobs: bench/admin.py);
+* the claim beside many namespaces' waiting jobs of a kind it does not serve: a walk per
+  queue and kind served through jobs_tenant_kind_idx (migration 0029), not a read of each of
+  them (1,100,000 buffers, 5.2 s a claim at 1,000,000 of them: bench/firing.py), also with
+  statistics taken before a bulk enqueue.
 """
 
 from __future__ import annotations
@@ -166,3 +170,88 @@ def test_no_generic_plan_of_a_worker_statement_reads_the_whole_jobs_table(
     assert not whole, "\n\n".join(f"{name}:\n{plan}" for name, plan in whole.items())
     assert "jobs_pkey" in plans["completion"]
     assert "jobs_claim_idx" in plans["claim"]
+
+
+def _buffers(conn: psycopg.Connection[Any], explain: sql.Composable | str, params: Any) -> int:
+    """The buffers the whole statement read (hit or not), from its EXPLAIN (ANALYZE, BUFFERS),
+    rolled back."""
+    with conn.transaction(force_rollback=True):
+        rows = conn.execute(explain, params).fetchall()
+    top = next(str(row[0]) for row in rows if "Buffers:" in str(row[0]))
+    return sum(int(n) for n in re.findall(r"(?:hit|read)=(\d+)", top))
+
+
+def test_a_claim_reads_no_waiting_job_of_a_kind_it_does_not_serve(
+    conn: psycopg.Connection[Any],
+) -> None:
+    """Fair claiming walks the tenants per queue and kind served (jobs_tenant_kind_idx,
+    migration 0029): 30 namespaces' 6,000 waiting jobs of a kind this claimer does not serve
+    (firing's jobs beside the steps every worker serves) cost it a few descents, not a read of
+    each (before: every one of them, twice). Measured in buffers, custom and generic plan."""
+    conn.execute(
+        "INSERT INTO tickwork.jobs (kind, schedule_namespace, schedule_name, run_at)"
+        " SELECT 'not.served', 'ns-' || n % 30, 's' || n, now() - n * interval '1 ms'"
+        " FROM generate_series(1, 6000) AS n"
+    )
+    conn.execute("INSERT INTO tickwork.jobs (kind) VALUES (%s)", (KIND,))
+    conn.execute("VACUUM ANALYZE tickwork.jobs")
+    op = jobs_db.claim_jobs("w", ["default"], {KIND: 1}, 10, 30, None)
+    custom = _buffers(conn, "EXPLAIN (ANALYZE, BUFFERS) " + queries.QUERIES[op.query], op.params)
+    assert custom < 300, custom
+    assert "jobs_tenant_kind_idx" in _plan(conn, op)
+    assert "jobs_tenant_kind_idx" in _generic_plan(conn, op)
+    # A tenant with waiting jobs of two kinds served takes its share from each kind's range.
+    two = jobs_db.claim_jobs("w", ["default"], {KIND: 1, "not.served": 1}, 10, 30, None)
+    assert "jobs_tenant_idx" not in _generic_plan(conn, two)
+
+
+@pytest.mark.parametrize("kinds", [[KIND, "tickwork.steps"], ["tickwork.steps"]])
+def test_a_claim_after_a_bulk_enqueue_reads_only_the_jobs_it_takes(
+    conn: psycopg.Connection[Any], kinds: list[str]
+) -> None:
+    """Statistics from before a bulk enqueue (the table analysed empty, as autovacuum leaves a
+    drained queue, then filled in one transaction, as bench/peers.py does) give every
+    condition its default selectivity and every scan one row: the planner once took
+    jobs_tenant_idx and a sort for the walk per kind, reading the whole queue twice a claim.
+    Here 20,000 jobs of a kind not served wait in 40 namespaces beside 5,000 of the kind served
+    (a worker serving its kind and the workflow steps, as every worker does; or the steps
+    alone, like firing's workers): a claim of 50 reads about what it takes, in buffers and in
+    rows read from the jobs table."""
+    conn.execute("VACUUM ANALYZE tickwork.jobs")
+    with conn.transaction():
+        conn.execute(
+            "INSERT INTO tickwork.jobs (kind, schedule_namespace, schedule_name, run_at)"
+            " SELECT 'not.served', 'ns-' || n % 40, 's' || n, now() - n * interval '1 ms'"
+            " FROM generate_series(1, 20000) AS n"
+        )
+        conn.execute(
+            "INSERT INTO tickwork.jobs (kind) SELECT %s FROM generate_series(1, 5000)", (KIND,)
+        )
+    op = jobs_db.claim_jobs("w", ["default"], dict.fromkeys(kinds, 1), 50, 30, None)
+    explain = "EXPLAIN (ANALYZE, BUFFERS) " + queries.QUERIES[op.query]
+    with conn.transaction(force_rollback=True):
+        plan = "\n".join(str(row[0]) for row in conn.execute(explain, op.params).fetchall())
+    assert "jobs_tenant_idx" not in plan, plan
+    read = [
+        int(rows) * int(loops)
+        for rows, loops in re.findall(
+            r"(?:Index|Seq|Bitmap Heap) Scan (?:using \w+ )?on jobs \w+ .*?"
+            r"actual time=\S+ rows=(\d+) loops=(\d+)",
+            plan,
+        )
+    ]
+    assert read, plan
+    taken = 50 if KIND in kinds else 0
+    assert sum(read) <= taken + 10, plan
+    top = next(line for line in plan.splitlines() if "Buffers:" in line)
+    assert sum(int(n) for n in re.findall(r"(?:hit|read)=(\d+)", top)) < 1000, plan
+
+
+def test_available_is_the_first_job_status(conn: psycopg.Connection[Any]) -> None:
+    """jobs_tenant_kind_idx and the claim say "status <= 'available'" for "status =
+    'available'" (migration 0029): a label added before it would change what they mean."""
+    labels = conn.execute(
+        "SELECT enumlabel FROM pg_enum WHERE enumtypid = 'tickwork.job_status'::regtype"
+        " ORDER BY enumsortorder"
+    ).fetchall()
+    assert labels[0] == ("available",)

@@ -157,13 +157,18 @@ SELECT (SELECT count(*) FROM applying) AS applying,
 --
 -- Claim order: the jobs of a priority above 0 first (an ordered scan of jobs_claim_idx),
 -- then those of priority 0 (the usual one) shared fairly between tenants (the schedule
--- namespaces, and '' for the jobs enqueued from code): the tenants with waiting jobs are found
--- by skipping through jobs_tenant_idx, one descent each; each gets a share of the batch in
--- proportion to its weight (the remainder drawn at random, weighted), taken oldest first from
--- its own range of that index; what the shares leave is filled in run_at order by the scan of
--- jobs_claim_idx. Every scan starts at the lowest claim floor of the queues and kinds served
--- (migration 0013; -infinity when one of them has no valid floor), so entries a held-open
--- snapshot keeps below it are passed over on the index alone.
+-- namespaces, and '' for the jobs enqueued from code): the tenants with waiting jobs of the
+-- kinds served are found by skipping through jobs_tenant_kind_idx (migration 0029), one
+-- descent each per queue and kind, so the waiting jobs of other kinds (another pool's kinds in
+-- the same queue, fired jobs no worker of this pool runs) are never read; each tenant gets a
+-- share of the batch in proportion to its weight (the remainder drawn at random, weighted),
+-- its oldest jobs of the kinds served, from its ranges of that index; what the shares leave is
+-- filled in run_at order by the scan of jobs_claim_idx, made only when a tenant had no share
+-- or one of its ranges gave all it was asked (else that scan could find nothing the shares did
+-- not, and would read the other kinds' jobs looking). Every scan starts at the lowest claim
+-- floor of the queues and kinds served (migration 0013; -infinity when one of them has no
+-- valid floor), so entries a held-open snapshot keeps below it are passed over on the index
+-- alone.
 -- The chosen jobs are updated where their lock found them (ctid: a locked row cannot move;
 -- one page read instead of a primary key descent: 4.2 ms instead of 4.5 for 470 jobs).
 -- The payload comes as JSON text (payload_json, as in every query a Job is read from): the
@@ -276,18 +281,36 @@ urgent AS MATERIALIZED (
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 ),
-tenants(queue, tenant) AS (  -- per queue served, its tenants with waiting jobs of priority 0
-    SELECT q.queue,
+pairs AS MATERIALIZED (  -- the queues and kinds served, paired, as two arrays. The walk
+    -- below starts from them unnested under a LIMIT of their number: a LIMIT the planner does
+    -- not know it estimates at a tenth of its input, so one pair (the unnest: 10), the walk
+    -- at 100 steps. Crossed unnests were 100 pairs, 10,000 steps: that estimate put the claim
+    -- above jit_above_cost (3 s of compiling for a claim of 20 jobs once autovacuum had
+    -- analysed a draining table)
+    SELECT coalesce(array_agg(q.queue), '{}') AS queues, coalesce(array_agg(k.kind), '{}') AS kinds
+    FROM unnest((SELECT queues FROM served)) AS q(queue)
+    CROSS JOIN unnest((SELECT kinds FROM served)) AS k(kind)
+),
+tenants(queue, kind, tenant) AS (  -- per queue and kind served, its tenants with waiting
+    -- jobs of priority 0, skipping through jobs_tenant_kind_idx (migration 0029): the jobs of
+    -- other kinds are never read. "status <= 'available'" (the enum's first label) is that
+    -- index's predicate, which implies neither jobs_tenant_idx's nor jobs_claim_idx's: with
+    -- statistics taken before a bulk enqueue (every condition at its default selectivity,
+    -- every scan estimated at one row) the planner cannot pick them, which once read the
+    -- whole queue for each step of this walk (bench/peers.py).
+    SELECT q.queue, q.kind,
            (SELECT coalesce(j.schedule_namespace, '') FROM tickwork.jobs j
-            WHERE j.status = 'available' AND j.priority = 0 AND j.queue = q.queue
+            WHERE j.status <= 'available' AND j.priority = 0 AND j.queue = q.queue
+              AND j.kind = q.kind
               AND j.run_at >= (SELECT run_at FROM floor)
             ORDER BY coalesce(j.schedule_namespace, '') LIMIT 1)
-    FROM unnest((SELECT queues FROM served)) AS q(queue)
-    WHERE (SELECT cardinality(kinds) FROM served) > 0
+    FROM (SELECT * FROM unnest((SELECT queues FROM pairs), (SELECT kinds FROM pairs))
+          LIMIT (SELECT cardinality(queues) FROM pairs)) AS q(queue, kind)  -- see pairs
     UNION ALL
-    SELECT t.queue,
+    SELECT t.queue, t.kind,
            (SELECT coalesce(j.schedule_namespace, '') FROM tickwork.jobs j
-            WHERE j.status = 'available' AND j.priority = 0 AND j.queue = t.queue
+            WHERE j.status <= 'available' AND j.priority = 0 AND j.queue = t.queue
+              AND j.kind = t.kind
               AND coalesce(j.schedule_namespace, '') > t.tenant
               AND j.run_at >= (SELECT run_at FROM floor)
             ORDER BY coalesce(j.schedule_namespace, '') LIMIT 1)
@@ -295,36 +318,41 @@ tenants(queue, tenant) AS (  -- per queue served, its tenants with waiting jobs 
     WHERE t.tenant IS NOT NULL
 ),
 weighted AS (  -- each tenant's whole share of what priority 0 may take, and its draw
-    SELECT queue, tenant, weight,
+    SELECT queue, tenant, kinds, weight,
            floor(taken * weight / sum(weight) OVER ())::integer AS share,
            row_number() OVER (ORDER BY -ln(1.0 - random()) / weight::float8) AS draw,
            taken
-    FROM (SELECT t.queue, t.tenant, coalesce(r.weight, 1)::numeric AS weight,
+    FROM (SELECT t.queue, t.tenant, array_agg(t.kind) AS kinds,
+                 coalesce(min(r.weight), 1)::numeric AS weight,
                  %(limit)s - (SELECT count(*) FROM urgent) AS taken
           FROM tenants t
           LEFT JOIN tickwork.flow_rules r ON r.scope = 'namespace' AND r.name = t.tenant
           WHERE t.tenant IS NOT NULL
-            AND t.tenant <> ALL((SELECT shut_namespaces FROM served)::text[])) AS w
+            AND t.tenant <> ALL((SELECT shut_namespaces FROM served)::text[])
+          GROUP BY t.queue, t.tenant) AS w
 ),
 shares AS MATERIALIZED (  -- the remainder goes one each to the first tenants drawn
-    SELECT queue, tenant,
+    SELECT queue, tenant, kinds,
            share + CASE WHEN draw <= taken - sum(share) OVER () THEN 1 ELSE 0 END AS share
     FROM weighted
 ),
-fair AS MATERIALIZED (
-    SELECT f.*
+portions AS MATERIALIZED (  -- each tenant's share of each kind it has waiting, oldest first,
+    -- from its range of jobs_tenant_kind_idx (a tenant with several kinds waiting locks up to
+    -- its share of each, and takes its oldest ones below)
+    SELECT s.queue, s.tenant, s.share, f.*
     FROM shares s
+    CROSS JOIN unnest(s.kinds) AS waiting(kind)
     CROSS JOIN LATERAL (
         SELECT j.id, j.ctid AS row_id, j.priority, j.run_at, j.concurrency_key,
-               j.concurrency_limit, j.queue, j.kind, j.schedule_namespace
+               j.concurrency_limit, j.kind, j.schedule_namespace
         FROM tickwork.jobs j
-        WHERE j.status = 'available'
+        WHERE j.status <= 'available'
           AND j.priority = 0
           AND j.queue = s.queue
+          AND j.kind = waiting.kind
           AND coalesce(j.schedule_namespace, '') = s.tenant
           AND j.run_at <= coalesce(%(now)s, now())
           AND j.run_at >= (SELECT run_at FROM floor)
-          AND j.kind = ANY((SELECT kinds FROM served)::text[])
           AND (j.concurrency_key IS NULL
                OR j.concurrency_key NOT IN (SELECT concurrency_key FROM full_keys))
           AND (NOT EXISTS (SELECT FROM spent) OR (
@@ -337,13 +365,27 @@ fair AS MATERIALIZED (
         FOR UPDATE SKIP LOCKED
     ) f
     WHERE s.share > 0
-    LIMIT %(limit)s  -- the shares add up to at most this: it tells the planner so
+    LIMIT %(limit)s * (SELECT cardinality(kinds) FROM served)  -- at most: tells the planner
 ),
-usual AS MATERIALIZED (  -- what the shares left, oldest first
+fair AS MATERIALIZED (  -- each tenant's share: its oldest jobs of the kinds it has waiting
+    SELECT id, row_id, priority, run_at, concurrency_key, concurrency_limit, queue, kind,
+           schedule_namespace
+    FROM (SELECT p.*, row_number() OVER (PARTITION BY p.queue, p.tenant
+                                         ORDER BY p.run_at, p.id) AS place
+          FROM portions p) AS p
+    WHERE place <= share
+),
+usual AS MATERIALIZED (  -- what the shares left, oldest first: only when a tenant had no
+    -- share, a range may hold more (it gave all it was asked) or a tenant locked more than its
+    -- share; otherwise the shares took every job this scan could take, and it would only read
+    -- the other kinds' jobs looking
     SELECT id, ctid AS row_id, priority, run_at, concurrency_key, concurrency_limit,
            queue, kind, schedule_namespace
     FROM tickwork.jobs
-    WHERE (SELECT cardinality(queues) * cardinality(kinds) FROM served) > 0
+    WHERE (EXISTS (SELECT FROM shares WHERE share = 0)
+           OR EXISTS (SELECT FROM portions GROUP BY queue, tenant, kind
+                      HAVING count(*) >= min(share))
+           OR (SELECT count(*) FROM portions) > (SELECT count(*) FROM fair))
       AND status = 'available'
       AND priority = 0
       AND run_at <= coalesce(%(now)s, now())
