@@ -339,7 +339,7 @@ shares AS MATERIALIZED (  -- the remainder goes one each to the first tenants dr
 portions AS MATERIALIZED (  -- each tenant's share of each kind it has waiting, oldest first,
     -- from its range of jobs_tenant_kind_idx (a tenant with several kinds waiting locks up to
     -- its share of each, and takes its oldest ones below)
-    SELECT s.queue, s.tenant, s.share, f.*
+    SELECT s.queue, s.tenant, s.share, cardinality(s.kinds) AS ranges, f.*
     FROM shares s
     CROSS JOIN unnest(s.kinds) AS waiting(kind)
     CROSS JOIN LATERAL (
@@ -370,9 +370,15 @@ portions AS MATERIALIZED (  -- each tenant's share of each kind it has waiting, 
 fair AS MATERIALIZED (  -- each tenant's share: its oldest jobs of the kinds it has waiting
     SELECT id, row_id, priority, run_at, concurrency_key, concurrency_limit, queue, kind,
            schedule_namespace
+    FROM portions
+    WHERE ranges = 1  -- one kind waiting: its one range gave at most the share, oldest first
+    UNION ALL
+    SELECT id, row_id, priority, run_at, concurrency_key, concurrency_limit, queue, kind,
+           schedule_namespace
     FROM (SELECT p.*, row_number() OVER (PARTITION BY p.queue, p.tenant
                                          ORDER BY p.run_at, p.id) AS place
-          FROM portions p) AS p
+          FROM portions p
+          WHERE p.ranges > 1) AS p
     WHERE place <= share
 ),
 usual AS MATERIALIZED (  -- what the shares left, oldest first: only when a tenant had no
