@@ -10,8 +10,8 @@ For a migration the previous release did not ship, the lint also checks what it 
 last release is older than the previous release, and the previous release's code (its tree at
 the tag, migrations left out) never mentions the object.
 
-The existing ones, classified: 0009 drops a trigger function that only its trigger called (a
-new function with another name replaces both in the same migration); 0011, 0015 and 0021 drop
+The existing ones, classified: 0009 and 0030 drop a trigger function that only its trigger
+called (a new function with another name replaces both in the same migration); 0011, 0015 and 0021 drop
 indexes they replace in the same migration, of which 0021's was unique (the claim of the same
 release reads its successor). No migration drops or renames a column or a table.
 """
@@ -41,6 +41,14 @@ CONTRACTS: dict[tuple[str, str], Contract] = {
         None,
         "the row trigger's function, called by the trigger this migration replaces with the"
         " statement trigger of tickwork.schedule_jobs_ended; no code calls it",
+    ),
+    ("0030_deadlines_per_statement.sql", "drop function tickwork.occurrence_deadline_watch"): (
+        Contract(
+            None,
+            "the row trigger's function, called only by the trigger this migration replaces"
+            " with the statement trigger of tickwork.occurrence_deadlines_noted; no code calls"
+            " it, and no release shipped it (0025 is after 0.1.0)",
+        )
     ),
     ("0021_flow_rules.sql", "drop unique index tickwork.jobs_concurrency_key_idx"): Contract(
         None,

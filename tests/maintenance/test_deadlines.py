@@ -252,6 +252,37 @@ def test_a_schedule_without_a_deadline_is_not_watched(
     assert count == (0,)
 
 
+def test_one_insert_of_many_occurrences_watches_those_of_schedules_with_a_deadline(
+    app: tickwork.App, conn: psycopg.Connection[Any]
+) -> None:
+    """The deadlines are noted once per statement (migration 0030): of one INSERT holding
+    occurrences of a schedule with a deadline, of one without, of a schedule that does not
+    exist and a job of no schedule, only the first's are watched, each with its own deadline."""
+    app.sync_schedules(
+        NS,
+        [
+            cron("nightly", "0 5 * * *", deadline=Deadline(succeed_within_seconds=600)),
+            cron("hourly", "0 * * * *"),
+        ],
+    )
+    rows = conn.execute(
+        "INSERT INTO tickwork.jobs (kind, schedule_namespace, schedule_name, occurrence_at) "
+        "SELECT 's.job', %s, name, %s::timestamptz + make_interval(days => day) "
+        "FROM unnest(%s::text[]) AS name CROSS JOIN generate_series(0, 2) AS day "
+        "UNION ALL SELECT 'plain', NULL, NULL, NULL RETURNING id, schedule_name, occurrence_at",
+        (NS, at(5 * 3600), ["nightly", "hourly", "gone"]),
+    ).fetchall()
+    nightly = {job_id: occurrence for job_id, name, occurrence in rows if name == "nightly"}
+    watched = conn.execute(
+        "SELECT job_id, occurrence_at, deadline_at FROM tickwork.occurrence_deadlines"
+    ).fetchall()
+    assert len(rows) == 10 and len(nightly) == 3
+    assert sorted(watched) == sorted(
+        (job_id, occurrence, occurrence + timedelta(seconds=600))
+        for job_id, occurrence in nightly.items()
+    )
+
+
 def _race(database_url: str, now: str, results: Any, barrier: Any) -> None:
     async def run() -> int:
         async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as c:
