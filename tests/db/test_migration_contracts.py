@@ -11,9 +11,9 @@ last release is older than the previous release, and the previous release's code
 the tag, migrations left out) never mentions the object.
 
 The existing ones, classified: 0009 and 0030 drop a trigger function that only its trigger
-called (a new function with another name replaces both in the same migration); 0011, 0015 and 0021 drop
-indexes they replace in the same migration, of which 0021's was unique (the claim of the same
-release reads its successor). No migration drops or renames a column or a table.
+called (a new function with another name replaces both in the same migration); 0011, 0015
+and 0021 drop indexes they replace in the same migration, of which 0021's was unique (the
+claim of the same release reads its successor). No migration drops or renames a column or a table.
 """
 
 from __future__ import annotations
