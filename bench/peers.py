@@ -104,9 +104,8 @@ def _empty(url: str, tables: tuple[str, ...] = TABLES) -> None:
     """Empty ``tables`` and have them vacuumed and analysed (empty), as autovacuum leaves the
     tables of a running system: the planner then knows their size instead of guessing it for
     a table never analysed (which gives both systems other plans). The other system's tables
-    are emptied too: left with the 30,000 rows of its run, autovacuum cleaned them up during
-    the next run, on the PostgreSQL CPU counted against that one (tickwork's PostgreSQL CPU per
-    job 32, 39, 47 µs in the three rounds of one run)."""
+    are emptied too: left with the 30,000 rows of its run, autovacuum could clean them up
+    during the next run, on the PostgreSQL CPU counted against that one."""
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(f"TRUNCATE {', '.join(tables)} CASCADE")
         for table in tables:
