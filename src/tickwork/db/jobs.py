@@ -1,6 +1,7 @@
 """Operations on ``tickwork.jobs`` (``db/sql/jobs.sql``): builders of :class:`store.Op` and the
-typed rows they return, mapped from the columns by name. Executed with :func:`store.run` or
-:func:`store.arun` inside the caller's transaction."""
+typed rows they return, mapped from the columns by name (whole jobs and outcomes' ids: from
+tuples whose column names are checked once per result, :class:`store.TableOp`). Executed with
+:func:`store.run` or :func:`store.arun` inside the caller's transaction."""
 
 from __future__ import annotations
 
