@@ -73,7 +73,8 @@ SELECT pg_notify('tickwork_schedules', %(namespace)s);
 -- schedules claimed once they are w seconds overdue (another worker's share, see
 -- maintenance/firing/shares.py). Each namespace is read through its own index range,
 -- unlocked, from its earliest due schedule on (past the index entries of the schedules it
--- just fired, dead until a vacuum). The namespaces with any due share the %(candidates)s
+-- just fired: dead until a vacuum, passed over in the index once a scan has marked them, which
+-- it can do entry by entry: migration 0031). The namespaces with any due share the %(candidates)s
 -- candidates evenly, so a claim reads a few batches' worth however many namespaces are busy
 -- (100: 2,000 rows, not a batch from each). The earliest %(limit)s candidates not held are
 -- locked, found again by the row version the read saw (ctid: one page, not an index descent;
