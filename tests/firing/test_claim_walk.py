@@ -36,14 +36,18 @@ def _claim_buffers(conn: psycopg.Connection[Any]) -> int:
     return sum(int(n) for n in re.findall(r"(?:hit|read)=(\d+)", top))
 
 
+def _scalar(conn: psycopg.Connection[Any], query: str, *params: Any) -> Any:
+    row = conn.execute(query, params).fetchone()
+    assert row is not None
+    return row[0]
+
+
 def _settled(conn: psycopg.Connection[Any], xid: Any) -> None:
     """Wait until no transaction older than ``xid`` runs, in any database of the server (the
     tests' next database being copied from the template, another test's): a snapshot counts
     those as running, so until then no scan may take ``xid``'s old rows for dead."""
     deadline = time.monotonic() + 60
-    while not conn.execute(
-        "SELECT pg_snapshot_xmin(pg_current_snapshot()) > %s::xid8", (xid,)
-    ).fetchone()[0]:
+    while not _scalar(conn, "SELECT pg_snapshot_xmin(pg_current_snapshot()) > %s::xid8", xid):
         assert time.monotonic() < deadline, f"a transaction older than {xid} still runs"
         time.sleep(0.01)
 
@@ -86,7 +90,7 @@ def test_schedules_fired_from_a_group_due_together_are_passed_over_in_the_index(
                 " WHERE namespace = %s AND name = ANY(%s)",
                 (NAMESPACE, [row.name for row in claimed]),
             )
-            fired = conn.execute("SELECT pg_current_xact_id()").fetchone()[0]
+            fired = _scalar(conn, "SELECT pg_current_xact_id()")
         assert len(claimed) == 50
         _settled(conn, fired)
         _claim_buffers(conn)  # passes the 50 just fired, and marks their entries
