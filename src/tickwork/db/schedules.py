@@ -126,6 +126,9 @@ class DueSchedule:
     spec_key: str
     """The stored spec's content, hashed: equal specs, equal keys."""
     now: datetime
+    due_floor: datetime
+    """Its namespace's earliest due schedule at the claim (one waiting to retry included): no
+    other due schedule of the namespace was earlier, so the next claim may start there."""
 
 
 CLAIM_CANDIDATES = 4
@@ -138,14 +141,20 @@ def claim_due(
     limit: int,
     now: datetime | None,
     waits: Sequence[float] | None = None,
+    floors: Sequence[datetime | None] | None = None,
 ) -> Op[list[DueSchedule]]:
     """Lock up to ``limit`` due schedules of ``namespaces``; ``waits`` (one per namespace,
-    default none): seconds overdue before a namespace's schedules are claimed."""
+    default none): seconds overdue before a namespace's schedules are claimed; ``floors``
+    (one per namespace, default none): where its search for due schedules starts, a recent
+    claim's ``due_floor`` (None: from the earliest)."""
+    if floors is not None and len(floors) != len(namespaces):
+        raise ValueError(f"floors: one per namespace ({len(namespaces)}), not {len(floors)}")
     return Op(
         "schedule_claim_due",
         {
             "namespaces": list(namespaces),
             "waits": _waits(namespaces, waits),
+            "floors": list(floors) if floors is not None else [None] * len(namespaces),
             "limit": limit,
             "candidates": limit * CLAIM_CANDIDATES,
             "now": now,

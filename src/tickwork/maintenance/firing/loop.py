@@ -41,8 +41,9 @@ async def loop(
     bring new specs) or an error starts over."""
     while True:
         alive(config)
-        if wake.is_set():
+        if wake.is_set():  # a sync may have brought new specs, or moved schedules back
             warmed = None
+            firing.floors.forget()
         wake.clear()
         try:
             async with pool.connection() as conn:

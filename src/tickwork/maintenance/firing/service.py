@@ -27,6 +27,7 @@ from tickwork.maintenance.firing.config import (
     FireReport,
     FiringConfig,
 )
+from tickwork.maintenance.firing.floors import DueFloors
 from tickwork.maintenance.firing.planner import Compiled
 from tickwork.maintenance.firing.shares import Shares
 from tickwork.schedules import policies
@@ -195,9 +196,17 @@ async def _fire_batch(
     now: datetime | None,
     cache: DefinitionCache,
     config: FiringConfig,
+    floors: DueFloors | None,
 ) -> FireReport:
     async with conn.transaction():
-        due = await store.arun(conn, db.claim_due(namespaces, config.batch, now, waits))
+        if floors is None:
+            due = await store.arun(conn, db.claim_due(namespaces, config.batch, now, waits))
+        else:
+            offered, claimed_at = floors.offer(namespaces)
+            due = await store.arun(
+                conn, db.claim_due(namespaces, config.batch, now, waits, offered)
+            )
+            floors.note(due, claimed_at)
         if not due:
             return FireReport()
         compiled = await _compile(conn, due, cache)
@@ -395,13 +404,16 @@ async def run_once(
     cache: DefinitionCache | None = None,
     config: FiringConfig = DEFAULTS,
     until_busy: bool = False,
+    floors: DueFloors | None = None,
 ) -> FireReport:
     """Fire everything due in ``namespaces`` at ``now`` (None: the database clock), batch
     after batch (one transaction each); an empty list fires nothing. ``waits`` (one per
     namespace, default none): seconds a namespace's schedules are overdue before a claim
     takes them while this worker has its own share to fire (the other workers' shares,
     :mod:`.shares`); once a claim comes back short, the next takes any due schedule. With
-    ``until_busy``, it returns after the first batch that leaves more due (``busy``)."""
+    ``until_busy``, it returns after the first batch that leaves more due (``busy``). With
+    ``floors``, each claim starts its search where a recent one found the earliest due
+    (:mod:`.floors`)."""
     report = FireReport()
     if not namespaces:
         return report
@@ -413,7 +425,7 @@ async def run_once(
     while True:
         for scope in scopes:
             try:
-                batch = await _fire_batch(conn, namespaces, scope, now, cache, config)
+                batch = await _fire_batch(conn, namespaces, scope, now, cache, config, floors)
             except _Stale as stale:
                 metrics.VERSION_MISMATCHES.labels("fire").inc()
                 log.warning(
@@ -468,6 +480,7 @@ class Firing:
         self.shares = shares
         self.pool = pool
         self.cache = DefinitionCache(config.cache_size)
+        self.floors = DueFloors()
 
     @property
     def interval(self) -> float:
@@ -513,4 +526,5 @@ class Firing:
             cache=self.cache,
             config=self.config,
             until_busy=until_busy,
+            floors=self.floors,
         )
