@@ -199,13 +199,9 @@ async def _fire_batch(
     floors: DueFloors | None,
 ) -> FireReport:
     async with conn.transaction():
-        if floors is None:
-            due = await store.arun(conn, db.claim_due(namespaces, config.batch, now, waits))
-        else:
-            offered, claimed_at = floors.offer(namespaces)
-            due = await store.arun(
-                conn, db.claim_due(namespaces, config.batch, now, waits, offered)
-            )
+        offered, claimed_at = floors.offer(namespaces) if floors is not None else (None, 0.0)
+        due = await store.arun(conn, db.claim_due(namespaces, config.batch, now, waits, offered))
+        if floors is not None:
             floors.note(due, claimed_at)
         if not due:
             return FireReport()
