@@ -488,6 +488,11 @@ claimed AS (
                                 THEN (SELECT c.slot FROM chosen c WHERE c.id = j.id) END,
         version = j.version + 1
     WHERE j.ctid = ANY(ARRAY(SELECT row_id FROM chosen))
+      -- Nothing chosen: no scan at all. A worker's prepared claim keeps the generic plan made
+      -- when it started, which for a table of a few pages then reads the table instead of
+      -- looking the rows up by version; grown since, the claims that found nothing read it
+      -- whole (3,000 buffers a claim beside 1,000,000 fired jobs it does not serve).
+      AND EXISTS (SELECT FROM chosen)
     RETURNING  -- db/jobs.py's JOB_COLUMNS, in their order, as every query reading jobs
               j.id, j.kind, j.queue, j.payload::text AS payload_json, j.priority, j.run_at,
               j.attempt, j.max_attempts, j.version, j.retry_base_seconds, j.retry_rate,
