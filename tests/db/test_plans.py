@@ -38,6 +38,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from tests.support import explain
 from tickwork.db import admin as admin_db
 from tickwork.db import claim_floors as claim_floors_db
 from tickwork.db import jobs as jobs_db
@@ -180,15 +181,6 @@ def test_no_generic_plan_of_a_worker_statement_reads_the_whole_jobs_table(
     assert "jobs_claim_idx" in plans["claim"]
 
 
-def _buffers(conn: psycopg.Connection[Any], explain: sql.Composable | str, params: Any) -> int:
-    """The buffers the whole statement read (hit or not), from its EXPLAIN (ANALYZE, BUFFERS),
-    rolled back."""
-    with conn.transaction(force_rollback=True):
-        rows = conn.execute(explain, params).fetchall()
-    top = next(str(row[0]) for row in rows if "Buffers:" in str(row[0]))
-    return sum(int(n) for n in re.findall(r"(?:hit|read)=(\d+)", top))
-
-
 def test_a_claim_reads_no_waiting_job_of_a_kind_it_does_not_serve(
     conn: psycopg.Connection[Any],
 ) -> None:
@@ -204,7 +196,7 @@ def test_a_claim_reads_no_waiting_job_of_a_kind_it_does_not_serve(
     conn.execute("INSERT INTO tickwork.jobs (kind) VALUES (%s)", (KIND,))
     conn.execute("VACUUM ANALYZE tickwork.jobs")
     op = jobs_db.claim_jobs("w", ["default"], {KIND: 1}, 10, 30, None)
-    custom = _buffers(conn, "EXPLAIN (ANALYZE, BUFFERS) " + queries.QUERIES[op.query], op.params)
+    custom = explain.op_buffers(conn, op)
     assert custom < 300, custom
     assert "jobs_tenant_kind_idx" in _plan(conn, op)
     assert "jobs_tenant_kind_idx" in _generic_plan(conn, op)
@@ -236,9 +228,9 @@ def test_a_claim_after_a_bulk_enqueue_reads_only_the_jobs_it_takes(
             "INSERT INTO tickwork.jobs (kind) SELECT %s FROM generate_series(1, 5000)", (KIND,)
         )
     op = jobs_db.claim_jobs("w", ["default"], dict.fromkeys(kinds, 1), 50, 30, None)
-    explain = "EXPLAIN (ANALYZE, BUFFERS) " + queries.QUERIES[op.query]
+    statement = "EXPLAIN (ANALYZE, BUFFERS) " + queries.QUERIES[op.query]
     with conn.transaction(force_rollback=True):
-        plan = "\n".join(str(row[0]) for row in conn.execute(explain, op.params).fetchall())
+        plan = "\n".join(str(row[0]) for row in conn.execute(statement, op.params).fetchall())
     assert "jobs_tenant_idx" not in plan, plan
     read = [
         int(rows) * int(loops)
@@ -285,5 +277,5 @@ def test_a_claim_planned_on_a_new_table_reads_none_of_it_when_it_finds_nothing(
         " SELECT 'not.served', 'ns-' || n % 40, 's' || n, now() - n * interval '1 ms'"
         " FROM generate_series(1, 20000) AS n"
     )
-    explain = sql.SQL("EXPLAIN (ANALYZE, BUFFERS) EXECUTE claim ({})").format(values)
-    assert _buffers(conn, explain, None) < 300  # before: 650, the table read whole
+    statement = sql.SQL("EXPLAIN (ANALYZE, BUFFERS) EXECUTE claim ({})").format(values)
+    assert explain.buffers(conn, statement, None) < 300  # before: 650, the table read whole

@@ -8,32 +8,22 @@ real PostgreSQL, from the claim's EXPLAIN (ANALYZE, BUFFERS), rolled back."""
 
 from __future__ import annotations
 
-import re
 import time
 from typing import Any
 
 import psycopg
 
 import tickwork
+from tests.support import explain
 from tests.support.schedule_helpers import every
-from tickwork.db import queries, store
 from tickwork.db import schedules as schedules_db
+from tickwork.db import store
 from tickwork.schedules.options import JobTemplate
 
 NAMESPACE = "walk"
 GROUP = 1000
 """Schedules due at one and the same time, as 167 a second are in each namespace when a
 million are due over a minute in 100 namespaces."""
-
-
-def _claim_buffers(conn: psycopg.Connection[Any]) -> int:
-    op = schedules_db.claim_due([NAMESPACE], 10, None)
-    with conn.transaction(force_rollback=True):
-        rows = conn.execute(
-            "EXPLAIN (ANALYZE, BUFFERS) " + queries.QUERIES[op.query], op.params
-        ).fetchall()
-    top = next(str(row[0]) for row in rows if "Buffers:" in str(row[0]))
-    return sum(int(n) for n in re.findall(r"(?:hit|read)=(\d+)", top))
 
 
 def _scalar(conn: psycopg.Connection[Any], query: str, *params: Any) -> Any:
@@ -93,6 +83,8 @@ def test_schedules_fired_from_a_group_due_together_are_passed_over_in_the_index(
             fired = _scalar(conn, "SELECT pg_current_xact_id()")
         assert len(claimed) == 50
         _settled(conn, fired)
-        _claim_buffers(conn)  # passes the 50 just fired, and marks their entries
-        after.append(_claim_buffers(conn))
+        explain.op_buffers(
+            conn, schedules_db.claim_due([NAMESPACE], 10, None)
+        )  # passes the 50 just fired, and marks their entries
+        after.append(explain.op_buffers(conn, schedules_db.claim_due([NAMESPACE], 10, None)))
     assert max(after) < 100, after  # with deduplication: 107 to 257, growing as a list fills

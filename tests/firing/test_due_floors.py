@@ -8,7 +8,6 @@ by hand (``monotonic``), the firing instants are pinned."""
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import psycopg
@@ -16,9 +15,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import tickwork
+from tests.support import explain
 from tests.support.schedule_helpers import NS, at, every, jobs
-from tickwork.db import queries, store
 from tickwork.db import schedules as schedules_db
+from tickwork.db import store
 from tickwork.maintenance import firing
 from tickwork.maintenance.firing.floors import DueFloors
 
@@ -150,15 +150,6 @@ def test_a_claim_offered_its_floor_reads_none_of_the_entries_fired_below_it(
     )
     floor = store.run(conn, schedules_db.claim_due([NS], 1, at(10)))[0].due_floor
     assert floor == at(4.990)
-    without = _buffers(conn, schedules_db.claim_due([NS], 1, at(10)))
-    offered = _buffers(conn, schedules_db.claim_due([NS], 1, at(10), floors=[floor]))
+    without = explain.op_buffers(conn, schedules_db.claim_due([NS], 1, at(10)))
+    offered = explain.op_buffers(conn, schedules_db.claim_due([NS], 1, at(10), floors=[floor]))
     assert offered < 20 < without, (offered, without)
-
-
-def _buffers(conn: psycopg.Connection[Any], op: store.Op[Any]) -> int:
-    with conn.transaction(force_rollback=True):
-        rows = conn.execute(
-            "EXPLAIN (ANALYZE, BUFFERS) " + queries.QUERIES[op.query], op.params
-        ).fetchall()
-    top = next(str(row[0]) for row in rows if "Buffers:" in str(row[0]))
-    return sum(int(n) for n in re.findall(r"(?:hit|read)=(\d+)", top))
