@@ -9,7 +9,7 @@
 -- subqueries, as job_complete_many's are, so that each job is found by its primary key.
 UPDATE tickwork.jobs j
 SET progress = p.progress || jsonb_build_object('at', coalesce(%(now)s, now()))
-FROM unnest((SELECT %(ids)s::bigint[]), (SELECT %(versions)s::integer[]),
+FROM unnest((SELECT %(ids)b::bigint[]), (SELECT %(versions)b::integer[]),
             (SELECT %(progress)s::jsonb[]))
      AS p(id, version, progress)
 WHERE j.id = p.id AND j.version = p.version AND j.status::text = 'running'
