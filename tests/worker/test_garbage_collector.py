@@ -2,7 +2,7 @@
 (cli/worker.py ``settle_garbage_collector``): what start-up made is frozen out of its reach,
 and the youngest generation is collected every 50,000 allocations instead of 700. A worker
 draining jobs allocates rows, jobs and outcomes that their reference counts free, so the
-collector's passes found little and cost 2.2 µs a no-op job (bench/peers.py).
+collector's passes found little and cost 1.3-1.8 µs a no-op job (bench/peers.py).
 
 The drain runs an in-process Worker (the command's own loop, without its subprocess), with the
 collector's passes counted through ``gc.callbacks``; the test restores the process's collector
